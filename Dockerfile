@@ -1,0 +1,19 @@
+# syntax=docker/dockerfile:1
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/reconciler ./cmd/reconciler \
+ && mkdir -p /out/data
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/reconciler /usr/local/bin/reconciler
+COPY --from=build --chown=nonroot:nonroot /out/data /data
+WORKDIR /data
+VOLUME ["/data"]
+USER nonroot:nonroot
+EXPOSE 8080
+ENV RECONCILER_DATA=/data RECONCILER_HTTP=0.0.0.0:8080
+ENTRYPOINT ["/usr/local/bin/reconciler"]
+CMD ["serve"]

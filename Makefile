@@ -1,0 +1,43 @@
+# reconciler — see README.md. Two commands set everything up: `make run`, `make test`.
+GO        ?= go
+FUZZTIME  ?= 20s
+BENCHTIME ?= 2s
+PKGS      := ./...
+
+.PHONY: run test lint vet fmt importcheck bench fuzz build docker clean
+
+run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
+	$(GO) run ./cmd/reconciler serve
+
+test: ## every test, with the race detector, shuffled; fuzz seed corpora run too
+	$(GO) test -race -count=1 -shuffle=on -timeout 20m $(PKGS)
+
+lint: vet fmt importcheck
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+
+importcheck: ## ledger imports only the standard library; adapters never import each other
+	./scripts/importcheck.sh
+
+bench: ## the figures of BENCHMARKS.md
+	./scripts/bench.sh
+
+fuzz: ## each fuzz target for FUZZTIME
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/reconciler ./cmd/reconciler
+
+docker:
+	docker build -t reconciler:dev .
+
+clean:
+	rm -rf bin

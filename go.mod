@@ -1,0 +1,3 @@
+module github.com/agentledger/reconciler
+
+go 1.26.8

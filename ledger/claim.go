@@ -1,0 +1,224 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ClaimRequest is what a runtime asks for before a vendor call. Tenant comes
+// from the caller's credentials; ReplayWindow and Frozen from configuration.
+type ClaimRequest struct {
+	Tenant     string
+	RunID      string
+	Tool       string
+	ToolCallID string
+	Vendor     string
+	ToolClass  ToolClass
+	// Intent holds only the fields that define the side effect; it must be a JSON object.
+	Intent json.RawMessage
+	// Key is an optional caller-supplied business key; empty mints one.
+	Key     string
+	Request *Request
+	Expect  *Expect
+	// ReplayWindow is how long the vendor remembers the key (0: no replay).
+	ReplayWindow time.Duration
+	// Frozen is true when the kill switch covers this tool or its class.
+	Frozen bool
+}
+
+// Claim is a validated claim, ready for Store.Claim: the row that a proceed
+// inserts, and the flags the decision needs.
+type Claim struct {
+	Row    Row
+	Frozen bool
+	At     time.Time
+}
+
+// NewClaim validates a request and builds the row a proceed would insert.
+// Every input error is one of the ErrInvalid… sentinels.
+func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
+	p = p.withDefaults()
+	now = now.UTC()
+	if err := ValidateTenant(req.Tenant); err != nil {
+		return Claim{}, err
+	}
+	if err := ValidateRunID(req.RunID); err != nil {
+		return Claim{}, err
+	}
+	if err := ValidateTool(req.Tool); err != nil {
+		return Claim{}, err
+	}
+	if err := validateToolCallID(req.ToolCallID); err != nil {
+		return Claim{}, err
+	}
+	if err := ValidateVendor(req.Vendor); err != nil {
+		return Claim{}, err
+	}
+	if !req.ToolClass.Valid() {
+		return Claim{}, ErrInvalidToolClass
+	}
+	if req.Key != "" {
+		if err := ValidateKey(req.Key); err != nil {
+			return Claim{}, err
+		}
+	}
+	if err := validateRequest(req.Request); err != nil {
+		return Claim{}, err
+	}
+	if err := validateExpect(req.Expect); err != nil {
+		return Claim{}, err
+	}
+	if req.ReplayWindow < 0 {
+		return Claim{}, fmt.Errorf("%w: negative replay window", ErrInvalidRequest)
+	}
+	fp, err := Fingerprint(req.Intent)
+	if err != nil {
+		return Claim{}, err
+	}
+	key := req.Key
+	if key == "" {
+		key = MintKey(req.Tenant, req.RunID, req.Tool, fp)
+	}
+	row := Row{
+		Tenant: req.Tenant, Key: key, IntentFingerprint: fp, MetadataLocalID: LocalID(req.Tenant, key),
+		RunID: req.RunID, Tool: req.Tool, ToolCallID: req.ToolCallID, Vendor: req.Vendor,
+		ToolClass: req.ToolClass, Status: StatusPending, Attempt: 1,
+		FirstSeenAt: now, UpdatedAt: now,
+		PendingUntil: now.Add(p.PendingTTL), NextCheckAt: now.Add(p.Grace),
+	}
+	if req.ReplayWindow > 0 {
+		row.ReplayWindowUntil = now.Add(req.ReplayWindow)
+	}
+	if req.Request != nil {
+		r := *req.Request
+		r.Body = append(json.RawMessage(nil), req.Request.Body...)
+		row.Request = &r
+	}
+	if req.Expect != nil {
+		e := Expect{Amount: req.Expect.Amount, Currency: strings.ToLower(req.Expect.Currency)}
+		row.Expect = &e
+	}
+	return Claim{Row: row, Frozen: req.Frozen, At: now}, nil
+}
+
+// NewCompensation builds the claim for compensating orig with action
+// (refund a charge, void an invoice). Its key is CompensationKey(orig.Key,
+// action), so a second request finds the first row. The store checks orig's
+// status again inside its transaction (CheckCompensable).
+func NewCompensation(orig Row, action string, replayWindow time.Duration, frozen bool, p Policy, now time.Time) (Claim, error) {
+	if err := ValidateAction(action); err != nil {
+		return Claim{}, err
+	}
+	if err := CheckCompensable(orig); err != nil {
+		return Claim{}, err
+	}
+	intent, _ := json.Marshal(map[string]string{"compensate": orig.Key, "action": action})
+	c, err := NewClaim(ClaimRequest{
+		Tenant: orig.Tenant, RunID: orig.RunID, Tool: orig.Tool, ToolCallID: orig.ToolCallID,
+		Vendor: orig.Vendor, ToolClass: orig.ToolClass, Intent: intent,
+		Key: CompensationKey(orig.Key, action), ReplayWindow: replayWindow, Frozen: frozen,
+	}, p, now)
+	if err != nil {
+		return Claim{}, err
+	}
+	c.Row.CompensationOf = orig.Key
+	c.Row.CompensationAction = action
+	return c, nil
+}
+
+// CheckCompensable says whether orig may be compensated: not while its side
+// effect is undecided (ErrCompensationPending), not when it failed
+// (ErrCompensationFailed).
+func CheckCompensable(orig Row) error {
+	switch orig.Status {
+	case StatusPending, StatusUnknown:
+		return ErrCompensationPending
+	case StatusFailedPoison:
+		return ErrCompensationFailed
+	}
+	return nil
+}
+
+// ClaimResult is the answer to a claim.
+type ClaimResult struct {
+	Decision Decision
+	// Code says why a DecisionStop stops (CodeToolFrozen, CodeFailedPoison).
+	Code string
+	// Row is the row after the claim; zero for a frozen tool with no row.
+	Row Row
+	// Inserted is true when this claim created the row.
+	Inserted bool
+	// Changes are the transitions applied from parked orphan events.
+	Changes []Change
+}
+
+// DecideClaim applies the design's claim table to the existing row (nil when
+// the key is new). It returns the result and the row to write, or nil when
+// nothing changes. Stores call it inside their transaction.
+func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
+	p = p.withDefaults()
+	now := c.At.UTC()
+	if existing == nil {
+		if c.Frozen {
+			return ClaimResult{Decision: DecisionStop, Code: CodeToolFrozen}, nil, nil
+		}
+		row := c.Row.Clone()
+		return ClaimResult{Decision: DecisionProceed, Row: row, Inserted: true}, &row, nil
+	}
+	if existing.IntentFingerprint != c.Row.IntentFingerprint {
+		return ClaimResult{}, nil, ErrFingerprintMismatch
+	}
+	res := ClaimResult{Row: existing.Clone()}
+	switch existing.Status {
+	case StatusSucceeded:
+		res.Decision = DecisionReplay
+		return res, nil, nil
+	case StatusFailedPoison:
+		res.Decision, res.Code = DecisionStop, CodeFailedPoison
+		return res, nil, nil
+	}
+	// Pending or unknown.
+	if existing.Status == StatusPending && now.Before(existing.PendingUntil) {
+		res.Decision = DecisionWait
+		return res, nil, nil
+	}
+	if !c.Frozen && RetryAllowed(*existing, now) {
+		row := existing.Clone()
+		row.Attempt++
+		row.UpdatedAt = now
+		row.PendingUntil = now.Add(p.PendingTTL)
+		row.NextCheckAt = now.Add(p.Grace)
+		res.Decision, res.Row = DecisionRetrySameKey, row.Clone()
+		return res, &row, nil
+	}
+	res.Decision = DecisionWait
+	return res, nil, nil
+}
+
+// RetryAllowed reports whether an open row may be retried with the same key
+// at now: only a write_idempotent tool, inside the vendor's replay window,
+// and not when the last answer was a 5xx (Stripe replays a stored 500, so a
+// retry would only read the failure back).
+func RetryAllowed(r Row, now time.Time) bool {
+	return r.Status.Open() && r.ToolClass == ClassWriteIdempotent &&
+		now.Before(r.ReplayWindowUntil) && r.LastHTTPStatus < 500
+}
+
+// AfterOrphans recomputes a proceed decision after parked orphan events
+// were applied to the freshly inserted row: a row they settled must not be
+// called again.
+func (r *ClaimResult) AfterOrphans() {
+	if r.Decision != DecisionProceed {
+		return
+	}
+	switch r.Row.Status {
+	case StatusSucceeded:
+		r.Decision = DecisionReplay
+	case StatusFailedPoison:
+		r.Decision, r.Code = DecisionStop, CodeFailedPoison
+	case StatusUnknown:
+		r.Decision = DecisionWait
+	}
+}

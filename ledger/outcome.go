@@ -1,0 +1,122 @@
+package ledger
+
+import (
+	"fmt"
+	"net/textproto"
+	"strings"
+	"time"
+)
+
+// OutcomeKind is what happened to one vendor call.
+type OutcomeKind string
+
+// The outcome kinds a runtime reports.
+const (
+	OutcomeResponse     OutcomeKind = "response"
+	OutcomeTimeout      OutcomeKind = "timeout"
+	OutcomeNetworkError OutcomeKind = "network_error"
+)
+
+// Vendor headers the classification reads (matched case-insensitively).
+const (
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+	HeaderStripeShouldRetry  = "Stripe-Should-Retry"
+)
+
+// Outcome is one attempt as the runtime saw it.
+type Outcome struct {
+	Kind       OutcomeKind
+	HTTPStatus int
+	ReceiptID  string
+	Headers    map[string]string
+	At         time.Time
+}
+
+// Validate checks the outcome's shape.
+func (o Outcome) Validate() error {
+	switch o.Kind {
+	case OutcomeResponse:
+		if o.HTTPStatus < 100 || o.HTTPStatus > 599 {
+			return fmt.Errorf("%w: a response needs an http_status from 100 to 599", ErrInvalidOutcome)
+		}
+	case OutcomeTimeout, OutcomeNetworkError:
+		if o.HTTPStatus != 0 {
+			return fmt.Errorf("%w: %s has no http_status", ErrInvalidOutcome, o.Kind)
+		}
+	default:
+		return fmt.Errorf("%w: kind must be response, timeout or network_error", ErrInvalidOutcome)
+	}
+	if !printableASCII(o.ReceiptID, 0, MaxKeyLen) {
+		return fmt.Errorf("%w: receipt_id must be at most %d printable ASCII characters", ErrInvalidOutcome, MaxKeyLen)
+	}
+	if len(o.Headers) > 64 {
+		return fmt.Errorf("%w: too many headers", ErrInvalidOutcome)
+	}
+	return nil
+}
+
+func (o Outcome) header(name string) (string, bool) {
+	want := textproto.CanonicalMIMEHeaderKey(name)
+	for k, v := range o.Headers {
+		if textproto.CanonicalMIMEHeaderKey(k) == want {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+// Classify turns a reported attempt into evidence, by the design's one
+// policy for every runtime. An empty Status means the row stays pending.
+//
+//	2xx with receipt id, or Idempotent-Replayed: true  → succeeded
+//	409 with a receipt ("already exists")              → succeeded
+//	timeout, network error, 5xx, 408, 1xx/3xx          → unknown (never a new key)
+//	429, or 409 without a receipt (key in use)         → stays pending
+//	other 4xx                                          → failed_poison
+//	Stripe-Should-Retry: false on an error             → failed_poison unless unknown
+//
+// A 2xx without a receipt is still a success: the vendor accepted the write.
+// 408 and the odd 1xx/3xx are unknown rather than failed because the vendor
+// may have committed; unknown is closed by evidence, never by a new key.
+func Classify(o Outcome) Evidence {
+	ev := Evidence{Source: SourceRuntime, ReceiptID: o.ReceiptID, At: o.At, HTTPStatus: o.HTTPStatus}
+	if v, ok := o.header(HeaderIdempotentReplayed); ok {
+		ev.Replayed = strings.EqualFold(v, "true")
+	}
+	if v, ok := o.header(HeaderStripeShouldRetry); ok {
+		b := strings.EqualFold(v, "true")
+		ev.ShouldRetry = &b
+	}
+	if o.Kind != OutcomeResponse {
+		ev.Status = StatusUnknown
+		return ev
+	}
+	s := o.HTTPStatus
+	switch {
+	case s >= 200 && s < 300:
+		ev.Status = StatusSucceeded
+		return ev
+	case s >= 500, s == 408, s < 200, s >= 300 && s < 400:
+		ev.Status = StatusUnknown
+		return ev
+	case s == 409 && o.ReceiptID != "":
+		ev.Status = StatusSucceeded
+		return ev
+	}
+	// 429, or 409 without a receipt: the vendor did not take this attempt;
+	// the same key may be retried unless the vendor says not to.
+	retryable := s == 429 || s == 409
+	if ev.ShouldRetry != nil && !*ev.ShouldRetry {
+		retryable = false
+	}
+	if retryable {
+		if ev.ShouldRetry == nil {
+			t := true
+			ev.ShouldRetry = &t
+		}
+		ev.Status = ""
+		return ev
+	}
+	ev.Status = StatusFailedPoison
+	return ev
+}

@@ -1,0 +1,150 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Row is one idempotency key and what is known about its side effect.
+// Field names in JSON are the API's and the stored form's.
+type Row struct {
+	Tenant            string    `json:"tenant"`
+	Key               string    `json:"key"`
+	IntentFingerprint string    `json:"intent_fingerprint"`
+	MetadataLocalID   string    `json:"metadata_local_id"`
+	RunID             string    `json:"run_id"`
+	Tool              string    `json:"tool"`
+	ToolCallID        string    `json:"tool_call_id,omitempty"`
+	Vendor            string    `json:"vendor"`
+	ToolClass         ToolClass `json:"tool_class"`
+	Status            Status    `json:"status"`
+	// Attempt counts the transport attempts granted for this key (proceed is 1,
+	// each retry_same_key adds one). Retries never mint a new key.
+	Attempt           int    `json:"attempt"`
+	UpstreamReceiptID string `json:"upstream_receipt_id,omitempty"`
+	// IdempotentReplayed, VendorShouldRetry and LastHTTPStatus are what the
+	// vendor said on the last reported attempt.
+	IdempotentReplayed bool  `json:"idempotent_replayed,omitempty"`
+	VendorShouldRetry  *bool `json:"vendor_should_retry,omitempty"`
+	LastHTTPStatus     int   `json:"last_http_status,omitempty"`
+
+	FirstSeenAt time.Time `json:"first_seen_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	SucceededAt time.Time `json:"succeeded_at,omitzero"`
+	PagedAt     time.Time `json:"paged_at,omitzero"`
+	// PendingUntil is the lease of the attempt in flight: a claim for a pending
+	// row before it answers wait. Reporting an outcome ends the lease.
+	PendingUntil      time.Time `json:"pending_until,omitzero"`
+	ReplayWindowUntil time.Time `json:"replay_window_until,omitzero"`
+	// NextCheckAt is when the resolver looks next; zero once the row is settled.
+	NextCheckAt time.Time `json:"next_check_at,omitzero"`
+
+	CompensationOf     string `json:"compensation_of,omitempty"`
+	CompensationAction string `json:"compensation_action,omitempty"`
+
+	Request    *Request    `json:"request,omitempty"`
+	Expect     *Expect     `json:"expect,omitempty"`
+	Resolution *Resolution `json:"resolution,omitempty"`
+	// Alerts records anomalies on this row: a late success, a mismatch, a
+	// failure that arrived after success (recorded, never applied).
+	Alerts []Alert `json:"alerts,omitempty"`
+}
+
+// Request is the envelope of the vendor call, kept so the resolver can
+// replay the exact request with the same key.
+type Request struct {
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	ContentType string          `json:"content_type,omitempty"`
+	Body        json.RawMessage `json:"body,omitempty"`
+}
+
+// Expect is the amount the runtime meant to move; evidence that disagrees
+// raises a mismatch alert instead of a silent success.
+type Expect struct {
+	// Amount in the currency's minor unit (cents).
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// Resolution records who closed a row and on what evidence.
+type Resolution struct {
+	Source        Source    `json:"source"`
+	VendorEventID string    `json:"vendor_event_id,omitempty"`
+	Actor         string    `json:"actor,omitempty"`
+	Note          string    `json:"note,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+// Alert is one anomaly recorded on a row.
+type Alert struct {
+	Kind          AlertKind `json:"kind"`
+	Source        Source    `json:"source"`
+	VendorEventID string    `json:"vendor_event_id,omitempty"`
+	Detail        string    `json:"detail,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+// Clone returns a deep copy, so a caller can change it without touching the
+// original (stores hand out copies, never their cached values).
+func (r Row) Clone() Row {
+	c := r
+	if r.VendorShouldRetry != nil {
+		v := *r.VendorShouldRetry
+		c.VendorShouldRetry = &v
+	}
+	if r.Request != nil {
+		q := *r.Request
+		q.Body = append(json.RawMessage(nil), r.Request.Body...)
+		c.Request = &q
+	}
+	if r.Expect != nil {
+		e := *r.Expect
+		c.Expect = &e
+	}
+	if r.Resolution != nil {
+		res := *r.Resolution
+		c.Resolution = &res
+	}
+	if r.Alerts != nil {
+		c.Alerts = append([]Alert(nil), r.Alerts...)
+	}
+	return c
+}
+
+// Event is the body of a resolution event: one outbox record, published on
+// NATS as recon.<tenant>.<run_id>.<status>.
+type Event struct {
+	Key        string `json:"key"`
+	Tenant     string `json:"tenant"`
+	RunID      string `json:"run_id"`
+	Tool       string `json:"tool"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Status is a row status, or EventEscalated when a human was paged.
+	Status        string    `json:"status"`
+	ReceiptID     string    `json:"receipt_id,omitempty"`
+	Source        Source    `json:"source"`
+	VendorEventID string    `json:"vendor_event_id,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+// EventEscalated is the event status published when a row is paged.
+const EventEscalated = "escalated"
+
+// MsgID is the JetStream Nats-Msg-Id of the event: <key>:<status>, so a relay
+// that publishes twice is stored once.
+func (e Event) MsgID() string { return e.Key + ":" + e.Status }
+
+// OutboxRecord is an Event waiting to be published, in commit order.
+type OutboxRecord struct {
+	Seq   uint64 `json:"seq"`
+	Event Event  `json:"event"`
+}
+
+func newEvent(r *Row, status string, src Source, vendorEventID string, at time.Time) Event {
+	return Event{
+		Key: r.Key, Tenant: r.Tenant, RunID: r.RunID, Tool: r.Tool, ToolCallID: r.ToolCallID,
+		Status: status, ReceiptID: r.UpstreamReceiptID, Source: src, VendorEventID: vendorEventID,
+		At: at.UTC(),
+	}
+}

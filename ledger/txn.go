@@ -1,0 +1,253 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Tx is the handful of reads and writes one store transaction offers. The
+// flows below (ClaimTx, ReportTx, ApplyTx, IngestTx, EscalateTx) are written
+// once against it, so every Store applies the same rules in the same order
+// and differs only in how it keeps bytes. A Tx is used by one goroutine.
+type Tx interface {
+	// GetRow returns the row or ErrNotFound.
+	GetRow(tenant, key string) (Row, error)
+	// RowByLocalID returns the row with that metadata_local_id or ErrNotFound.
+	RowByLocalID(localID string) (Row, error)
+	// TenantsOfKey lists the tenants that hold a row with key (business keys
+	// may repeat across tenants).
+	TenantsOfKey(key string) ([]string, error)
+	// PutRow writes row and keeps every index in step with it; old is the
+	// row as read in this transaction, nil for an insert.
+	PutRow(old *Row, row Row) error
+	// AppendOutbox adds an event at the next outbox sequence.
+	AppendOutbox(e Event) error
+	// GetInbox returns the inbox record or ErrNotFound.
+	GetInbox(vendor, eventID string) (InboxRecord, error)
+	// PutInbox records a vendor event id.
+	PutInbox(vendor, eventID string, rec InboxRecord) error
+	// Orphans returns the deliveries parked under a local id, oldest first.
+	Orphans(localID string) ([]Delivery, error)
+	// PutOrphan parks a delivery under its local id.
+	PutOrphan(d Delivery) error
+	// DeleteOrphans removes every delivery parked under a local id.
+	DeleteOrphans(localID string) error
+}
+
+// ClaimTx runs a claim inside tx.
+func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
+	if c.Row.CompensationOf != "" {
+		orig, err := tx.GetRow(c.Row.Tenant, c.Row.CompensationOf)
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("compensation of %s: %w", c.Row.CompensationOf, err)
+		}
+		if err := CheckCompensable(orig); err != nil {
+			return ClaimResult{}, err
+		}
+	}
+	var existing *Row
+	switch r, err := tx.GetRow(c.Row.Tenant, c.Row.Key); {
+	case err == nil:
+		existing = &r
+	case !errors.Is(err, ErrNotFound):
+		return ClaimResult{}, err
+	}
+	res, write, err := DecideClaim(existing, c, p)
+	if err != nil || write == nil {
+		return res, err
+	}
+	if existing == nil {
+		// The local id index is global: a business key whose local id is
+		// taken (another tenant, same key) cannot be claimed twice.
+		if _, err := tx.RowByLocalID(write.MetadataLocalID); err == nil {
+			return ClaimResult{}, fmt.Errorf("%w: local id in use", ErrFingerprintMismatch)
+		} else if !errors.Is(err, ErrNotFound) {
+			return ClaimResult{}, err
+		}
+	}
+	if err := tx.PutRow(existing, *write); err != nil {
+		return ClaimResult{}, err
+	}
+	if !res.Inserted {
+		return res, nil
+	}
+	orphans, err := tx.Orphans(write.MetadataLocalID)
+	if err != nil || len(orphans) == 0 {
+		return res, err
+	}
+	row := *write
+	for _, d := range orphans {
+		if d.Tenant != row.Tenant {
+			continue // an event at another tenant's endpoint never touches this row
+		}
+		before := row.Clone()
+		ch, err := applyTx(tx, &before, &row, d.Evidence, p)
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		res.Changes = append(res.Changes, ch)
+		if err := tx.PutInbox(d.Vendor, d.EventID, InboxRecord{FirstSeen: d.At.UTC(), Result: IngestAccepted}); err != nil {
+			return ClaimResult{}, err
+		}
+	}
+	if err := tx.DeleteOrphans(write.MetadataLocalID); err != nil {
+		return ClaimResult{}, err
+	}
+	res.Row = row.Clone()
+	res.AfterOrphans()
+	return res, nil
+}
+
+// applyTx applies evidence to row (read in this tx as old) and writes the row
+// and its outbox record.
+func applyTx(tx Tx, old, row *Row, ev Evidence, p Policy) (Change, error) {
+	ch, err := Apply(row, ev, p)
+	if err != nil {
+		return ch, err
+	}
+	if err := tx.PutRow(old, *row); err != nil {
+		return ch, err
+	}
+	if ch.Event != nil {
+		if err := tx.AppendOutbox(*ch.Event); err != nil {
+			return ch, err
+		}
+	}
+	return ch, nil
+}
+
+// ReportTx records a runtime's outcome inside tx.
+func ReportTx(tx Tx, tenant, key string, o Outcome, p Policy) (Row, Change, error) {
+	if err := o.Validate(); err != nil {
+		return Row{}, Change{}, err
+	}
+	return ApplyTx(tx, tenant, key, Classify(o), p)
+}
+
+// ApplyTx applies evidence to one row inside tx.
+func ApplyTx(tx Tx, tenant, key string, ev Evidence, p Policy) (Row, Change, error) {
+	if err := ev.Validate(); err != nil {
+		return Row{}, Change{}, err
+	}
+	old, err := tx.GetRow(tenant, key)
+	if err != nil {
+		return Row{}, Change{}, err
+	}
+	row := old.Clone()
+	ch, err := applyTx(tx, &old, &row, ev, p)
+	if err != nil {
+		return Row{}, Change{}, err
+	}
+	return row, ch, nil
+}
+
+// EscalateTx marks an open row paged inside tx, once.
+func EscalateTx(tx Tx, tenant, key string, at time.Time) (Row, bool, error) {
+	old, err := tx.GetRow(tenant, key)
+	if err != nil {
+		return Row{}, false, err
+	}
+	row := old.Clone()
+	e, ok := Escalate(&row, at)
+	if !ok {
+		return old, false, nil
+	}
+	if err := tx.PutRow(&old, row); err != nil {
+		return Row{}, false, err
+	}
+	if err := tx.AppendOutbox(e); err != nil {
+		return Row{}, false, err
+	}
+	return row, true, nil
+}
+
+// RescheduleTx moves an open row's next check inside tx.
+func RescheduleTx(tx Tx, tenant, key string, next time.Time) error {
+	old, err := tx.GetRow(tenant, key)
+	if err != nil {
+		return err
+	}
+	row := old.Clone()
+	if !Reschedule(&row, next) {
+		return nil
+	}
+	return tx.PutRow(&old, row)
+}
+
+// IngestTx records a vendor event inside tx: inbox, join, transition, outbox.
+func IngestTx(tx Tx, d Delivery, p Policy) (IngestResult, error) {
+	if err := d.Validate(); err != nil {
+		return IngestResult{}, err
+	}
+	switch _, err := tx.GetInbox(d.Vendor, d.EventID); {
+	case err == nil:
+		return IngestResult{Outcome: IngestDuplicate}, nil
+	case !errors.Is(err, ErrNotFound):
+		return IngestResult{}, err
+	}
+	res, err := ingest(tx, d, p)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	if err := tx.PutInbox(d.Vendor, d.EventID, InboxRecord{FirstSeen: d.At.UTC(), Result: res.Outcome}); err != nil {
+		return IngestResult{}, err
+	}
+	return res, nil
+}
+
+func ingest(tx Tx, d Delivery, p Policy) (IngestResult, error) {
+	if d.Ignore {
+		return IngestResult{Outcome: IngestIgnored}, nil
+	}
+	row, err := joinRow(tx, d)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if d.LocalID == "" {
+			return IngestResult{Outcome: IngestUnmatched}, nil
+		}
+		if err := tx.PutOrphan(d); err != nil {
+			return IngestResult{}, err
+		}
+		return IngestResult{Outcome: IngestOrphan}, nil
+	case err != nil:
+		return IngestResult{}, err
+	}
+	if row.Tenant != d.Tenant {
+		return IngestResult{Outcome: IngestForeignTenant, Change: Change{Alerts: []AlertKind{AlertForeignTenant}}}, nil
+	}
+	updated := row.Clone()
+	ch, err := applyTx(tx, &row, &updated, d.Evidence, p)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return IngestResult{Outcome: IngestAccepted, Row: &updated, Change: ch}, nil
+}
+
+// joinRow finds the row an event speaks of: by local id, else by the echoed
+// idempotency key (preferring the endpoint's own tenant).
+func joinRow(tx Tx, d Delivery) (Row, error) {
+	if d.LocalID != "" {
+		r, err := tx.RowByLocalID(d.LocalID)
+		if !errors.Is(err, ErrNotFound) {
+			return r, err
+		}
+	}
+	if d.IdempotencyKey == "" {
+		return Row{}, ErrNotFound
+	}
+	tenants, err := tx.TenantsOfKey(d.IdempotencyKey)
+	if err != nil {
+		return Row{}, err
+	}
+	if len(tenants) == 0 {
+		return Row{}, ErrNotFound
+	}
+	pick := tenants[0]
+	for _, t := range tenants {
+		if t == d.Tenant {
+			pick = t
+		}
+	}
+	return tx.GetRow(pick, d.IdempotencyKey)
+}

@@ -1,0 +1,141 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Length limits of identifiers.
+const (
+	MaxIDLen        = 128
+	MaxKeyLen       = 255
+	MaxToolCallID   = 255
+	MaxVendorLen    = 64
+	MaxNoteLen      = 1024
+	MaxRequestBody  = 256 << 10
+	MaxAlertsPerRow = 32
+)
+
+func validIdent(s string, max int, extra string) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(extra, c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func printableASCII(s string, min, max int) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateTenant checks a tenant id (it is a NATS subject token).
+func ValidateTenant(s string) error {
+	if !validIdent(s, MaxIDLen, "_-") {
+		return ErrInvalidTenant
+	}
+	return nil
+}
+
+// ValidateRunID checks a run_id: [A-Za-z0-9_-]{1,128} (it is a NATS subject token).
+func ValidateRunID(s string) error {
+	if !validIdent(s, MaxIDLen, "_-") {
+		return ErrInvalidRunID
+	}
+	return nil
+}
+
+// ValidateTool checks a tool name: [A-Za-z0-9_.-]{1,128}.
+func ValidateTool(s string) error {
+	if !validIdent(s, MaxIDLen, "_.-") {
+		return ErrInvalidTool
+	}
+	return nil
+}
+
+// ValidateKey checks a key: 1-255 printable ASCII characters, no space.
+func ValidateKey(s string) error {
+	if !printableASCII(s, 1, MaxKeyLen) {
+		return ErrInvalidKey
+	}
+	return nil
+}
+
+// ValidateVendor checks a vendor name: [a-z0-9_-]{1,64}.
+func ValidateVendor(s string) error {
+	if len(s) == 0 || len(s) > MaxVendorLen || strings.ToLower(s) != s || !validIdent(s, MaxVendorLen, "_-") {
+		return ErrInvalidVendor
+	}
+	return nil
+}
+
+func validateToolCallID(s string) error {
+	if !printableASCII(s, 0, MaxToolCallID) {
+		return ErrInvalidToolCallID
+	}
+	return nil
+}
+
+func validateRequest(r *Request) error {
+	if r == nil {
+		return nil
+	}
+	switch r.Method {
+	case "POST", "PUT", "PATCH", "DELETE":
+	default:
+		return fmt.Errorf("%w: method must be POST, PUT, PATCH or DELETE", ErrInvalidRequest)
+	}
+	if !strings.HasPrefix(r.Path, "/") || !printableASCII(r.Path, 1, 2048) {
+		return fmt.Errorf("%w: path must start with / and be printable ASCII", ErrInvalidRequest)
+	}
+	if len(r.ContentType) > 255 || strings.ContainsAny(r.ContentType, "\r\n") {
+		return fmt.Errorf("%w: content_type", ErrInvalidRequest)
+	}
+	if len(r.Body) > MaxRequestBody {
+		return fmt.Errorf("%w: body larger than %d bytes", ErrInvalidRequest, MaxRequestBody)
+	}
+	return nil
+}
+
+func validateExpect(e *Expect) error {
+	if e == nil {
+		return nil
+	}
+	if e.Amount < 0 || !validCurrency(e.Currency) {
+		return ErrInvalidExpect
+	}
+	return nil
+}
+
+func validCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if !(c[i] >= 'a' && c[i] <= 'z' || c[i] >= 'A' && c[i] <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateAction checks a compensation action name.
+func ValidateAction(s string) error {
+	if !validIdent(s, MaxIDLen, "_.-") {
+		return ErrInvalidAction
+	}
+	return nil
+}
