@@ -93,7 +93,6 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	}
 	if req.Request != nil {
 		r := *req.Request
-		r.Body = append(json.RawMessage(nil), req.Request.Body...)
 		row.Request = &r
 	}
 	if req.Expect != nil {
@@ -164,8 +163,10 @@ func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 		if c.Frozen {
 			return ClaimResult{Decision: DecisionStop, Code: CodeToolFrozen}, nil, nil
 		}
+		// Two copies, as for a retry: a store may change the row it writes
+		// without changing the result it returns.
 		row := c.Row.Clone()
-		return ClaimResult{Decision: DecisionProceed, Row: row, Inserted: true}, &row, nil
+		return ClaimResult{Decision: DecisionProceed, Row: row.Clone(), Inserted: true}, &row, nil
 	}
 	if existing.IntentFingerprint != c.Row.IntentFingerprint {
 		return ClaimResult{}, nil, ErrFingerprintMismatch
@@ -179,8 +180,11 @@ func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 		res.Decision, res.Code = DecisionStop, CodeFailedPoison
 		return res, nil, nil
 	}
-	// Pending or unknown.
-	if existing.Status == StatusPending && now.Before(existing.PendingUntil) {
+	// Pending or unknown. An attempt in flight holds a lease: the design's
+	// table says "pending, younger than pending_until"; the lease also covers
+	// an unknown row that was just granted retry_same_key, else 64 concurrent
+	// claims of an unknown row would all call the vendor at once.
+	if now.Before(existing.PendingUntil) {
 		res.Decision = DecisionWait
 		return res, nil, nil
 	}

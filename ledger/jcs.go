@@ -30,6 +30,9 @@ func Canonicalize(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("invalid UTF-8")
 	}
+	if err := checkSurrogateEscapes(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var buf bytes.Buffer
@@ -42,16 +45,20 @@ func Canonicalize(data []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// canonValue writes the value that starts at the decoder's next token; depth
+// counts the arrays and objects around it.
 func canonValue(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
-	if depth > maxIntentDepth {
-		return fmt.Errorf("nesting deeper than %d", maxIntentDepth)
-	}
 	tok, err := dec.Token()
 	if err != nil {
 		return err
 	}
 	switch t := tok.(type) {
 	case json.Delim:
+		// The bound counts containers, so 65 nested empty arrays fail the
+		// same way as 65 nested arrays around a number.
+		if depth >= maxIntentDepth {
+			return fmt.Errorf("nesting deeper than %d", maxIntentDepth)
+		}
 		switch t {
 		case '{':
 			return canonObject(dec, buf, depth)
@@ -134,6 +141,57 @@ func canonObject(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 	}
 	buf.WriteByte('}')
 	return nil
+}
+
+// checkSurrogateEscapes rejects a \u escape that is half of a UTF-16
+// surrogate pair without its other half. encoding/json decodes such an
+// escape to U+FFFD, which would give "\ud800", "\udfff" and "\ufffd" one
+// fingerprint; RFC 8785 §3.2.2.2 requires an error instead. Raw bytes are
+// already valid UTF-8, so escapes are the only way a lone surrogate gets in.
+// Malformed JSON is left for the decoder to report.
+func checkSurrogateEscapes(data []byte) error {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\':
+			if i+1 < len(data) && data[i+1] != 'u' {
+				i++ // a one-letter escape; skip the letter (it may be a quote)
+				continue
+			}
+			u, ok := uEscape(data, i)
+			if !ok {
+				continue
+			}
+			i += 5 // the last hex digit
+			switch {
+			case utf16.IsSurrogate(rune(u)) && u >= 0xdc00:
+				return fmt.Errorf("lone UTF-16 surrogate \\u%04x", u)
+			case utf16.IsSurrogate(rune(u)):
+				low, ok := uEscape(data, i+1)
+				if !ok || low < 0xdc00 || low > 0xdfff {
+					return fmt.Errorf("lone UTF-16 surrogate \\u%04x", u)
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+// uEscape decodes the \uXXXX escape at data[i:], if there is one.
+func uEscape(data []byte, i int) (uint16, bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+	if err != nil {
+		return 0, false
+	}
+	return uint16(v), true
 }
 
 // lessUTF16 orders strings by UTF-16 code units, as RFC 8785 §3.2.3 requires

@@ -52,17 +52,32 @@ func (o Outcome) Validate() error {
 	if len(o.Headers) > 64 {
 		return fmt.Errorf("%w: too many headers", ErrInvalidOutcome)
 	}
+	// Two spellings of one header would leave Classify to pick one; the
+	// runtime must say which answer it got.
+	seen := make(map[string]bool, len(o.Headers))
+	for k := range o.Headers {
+		c := textproto.CanonicalMIMEHeaderKey(k)
+		if seen[c] {
+			return fmt.Errorf("%w: header %s given twice", ErrInvalidOutcome, c)
+		}
+		seen[c] = true
+	}
 	return nil
 }
 
+// header returns the value of the named header, matched case-insensitively.
+// When two spellings are present (Validate refuses that) the smallest
+// spelling wins, so Classify stays a function of its input, not of map order.
 func (o Outcome) header(name string) (string, bool) {
 	want := textproto.CanonicalMIMEHeaderKey(name)
+	var key, val string
+	found := false
 	for k, v := range o.Headers {
-		if textproto.CanonicalMIMEHeaderKey(k) == want {
-			return strings.TrimSpace(v), true
+		if textproto.CanonicalMIMEHeaderKey(k) == want && (!found || k < key) {
+			key, val, found = k, v, true
 		}
 	}
-	return "", false
+	return strings.TrimSpace(val), found
 }
 
 // Classify turns a reported attempt into evidence, by the design's one

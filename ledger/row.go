@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -53,10 +52,12 @@ type Row struct {
 // Request is the envelope of the vendor call, kept so the resolver can
 // replay the exact request with the same key.
 type Request struct {
-	Method      string          `json:"method"`
-	Path        string          `json:"path"`
-	ContentType string          `json:"content_type,omitempty"`
-	Body        json.RawMessage `json:"body,omitempty"`
+	Method      string `json:"method"`
+	Path        string `json:"path"`
+	ContentType string `json:"content_type,omitempty"`
+	// Body is the request body as sent: form-encoded for Stripe, JSON text
+	// for most others.
+	Body string `json:"body,omitempty"`
 }
 
 // Expect is the amount the runtime meant to move; evidence that disagrees
@@ -95,7 +96,6 @@ func (r Row) Clone() Row {
 	}
 	if r.Request != nil {
 		q := *r.Request
-		q.Body = append(json.RawMessage(nil), r.Request.Body...)
 		c.Request = &q
 	}
 	if r.Expect != nil {

@@ -79,7 +79,10 @@ func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 	row := *write
 	for _, d := range orphans {
 		if d.Tenant != row.Tenant {
-			continue // an event at another tenant's endpoint never touches this row
+			// An event at another tenant's endpoint never touches this row;
+			// it is dropped with the others and counted as a security alert.
+			res.Changes = append(res.Changes, Change{From: row.Status, To: row.Status, Alerts: []AlertKind{AlertForeignTenant}})
+			continue
 		}
 		before := row.Clone()
 		ch, err := applyTx(tx, &before, &row, d.Evidence, p)

@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Length limits of identifiers.
@@ -106,6 +107,9 @@ func validateRequest(r *Request) error {
 	}
 	if len(r.Body) > MaxRequestBody {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrInvalidRequest, MaxRequestBody)
+	}
+	if !utf8.ValidString(r.Body) {
+		return fmt.Errorf("%w: body must be UTF-8 text", ErrInvalidRequest)
 	}
 	return nil
 }

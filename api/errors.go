@@ -1,0 +1,166 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Error is an API error with the status and code the client sees. Its
+// message is always safe to send.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func newError(status int, code, msg string) *Error {
+	return &Error{Status: status, Code: code, Message: msg}
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// errorBody is the one error shape of the API.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// statusClientClosed is what the logs and metrics record for a request whose
+// client went away (nginx's convention); nobody reads the response.
+const statusClientClosed = 499
+
+// maxMessage caps an invalid-input message; the ledger's details are short,
+// but they may quote the caller's input.
+const maxMessage = 300
+
+// classify maps an error to what the client sees. It is the only place
+// where errors become HTTP statuses. The bool reports an internal error,
+// whose real text must be logged and never sent.
+func classify(err error) (status int, code, msg string, internal bool) {
+	var ae *Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Status, ae.Code, ae.Message, false
+	case errors.Is(err, ledger.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no such claim", false
+	case errors.Is(err, ledger.ErrFingerprintMismatch):
+		return http.StatusUnprocessableEntity, "fingerprint_mismatch", ledger.ErrFingerprintMismatch.Error(), false
+	case errors.Is(err, ledger.ErrInvalidTransition):
+		return http.StatusConflict, "invalid_transition", sentinelMessage(err, ledger.ErrInvalidTransition), false
+	case errors.Is(err, ledger.ErrCompensationPending):
+		return http.StatusConflict, "compensation_pending", ledger.ErrCompensationPending.Error(), false
+	case errors.Is(err, ledger.ErrCompensationFailed):
+		return http.StatusUnprocessableEntity, "compensation_failed", ledger.ErrCompensationFailed.Error(), false
+	case ledger.IsInvalid(err):
+		return http.StatusBadRequest, "invalid_input", invalidMessage(err), false
+	case errors.Is(err, ledger.ErrUnavailable):
+		return http.StatusServiceUnavailable, "unavailable", ledger.ErrUnavailable.Error(), false
+	case errors.Is(err, context.Canceled):
+		return statusClientClosed, "client_closed", "request canceled", false
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "unavailable", "the store did not answer in time", true
+	case errors.As(err, &he):
+		if he.Code >= 500 {
+			return he.Code, "internal", "internal error", true
+		}
+		m, ok := he.Message.(string)
+		if !ok || m == "" {
+			m = http.StatusText(he.Code)
+		}
+		return he.Code, snake(http.StatusText(he.Code)), m, false
+	}
+	return http.StatusInternalServerError, "internal", "internal error", true
+}
+
+// invalidMessage says what was invalid. The ledger wraps its sentinels as
+// "<sentinel>: <detail>" from constant text and the caller's own input, so
+// such a message is safe to return; anything else (a store's wrapping, say)
+// is reduced to the sentinel's text.
+func invalidMessage(err error) string {
+	for _, s := range []error{
+		ledger.ErrInvalidRunID, ledger.ErrInvalidTool, ledger.ErrInvalidToolCallID, ledger.ErrInvalidVendor,
+		ledger.ErrInvalidToolClass, ledger.ErrInvalidKey, ledger.ErrInvalidTenant, ledger.ErrInvalidIntent,
+		ledger.ErrInvalidRequest, ledger.ErrInvalidExpect, ledger.ErrInvalidOutcome, ledger.ErrInvalidStatus,
+		ledger.ErrInvalidAction, ledger.ErrInvalidEvidence, ledger.ErrInvalidListQuery, ledger.ErrInvalidDelivery,
+	} {
+		if errors.Is(err, s) {
+			return sentinelMessage(err, s)
+		}
+	}
+	return "invalid input"
+}
+
+func sentinelMessage(err, sentinel error) string {
+	m := err.Error()
+	if !strings.HasPrefix(m, sentinel.Error()) {
+		return sentinel.Error()
+	}
+	if len(m) > maxMessage {
+		m = m[:maxMessage] + "…"
+	}
+	return m
+}
+
+// snake turns a status text into a code: "Method Not Allowed" → "method_not_allowed".
+func snake(s string) string {
+	s = strings.ToLower(s)
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+	return strings.Trim(s, "_")
+}
+
+// handleError is the echo HTTPErrorHandler: every error of every route,
+// including routes other packages add through Echo(), leaves through here.
+func (s *Server) handleError(err error, c echo.Context) {
+	status, code, msg, internal := classify(err)
+	req := c.Request()
+	if internal {
+		// The real error goes to the log only; it may hold a DSN, a path or
+		// a vendor's answer.
+		s.log.ErrorContext(req.Context(), "request failed", "method", req.Method, "route", routeOf(c), "status", status, "err", err)
+	}
+	if c.Response().Committed {
+		return
+	}
+	if status == statusClientClosed {
+		c.Response().WriteHeader(status)
+		return
+	}
+	if status == http.StatusServiceUnavailable {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	if req.Method == http.MethodHead {
+		err = c.NoContent(status)
+	} else {
+		err = c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+	}
+	if err != nil {
+		s.log.WarnContext(req.Context(), "writing error response", "err", err)
+	}
+}
+
+// logAttrs are the constant keys a handler logs with; never tokens or bodies.
+func logAttrs(tenant, key, runID string) []any {
+	a := []any{slog.String("tenant", tenant), slog.String("key", key)}
+	if runID != "" {
+		a = append(a, slog.String("run_id", runID))
+	}
+	return a
+}

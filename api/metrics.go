@@ -1,0 +1,152 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// metrics are the API's Prometheus collectors; names and labels are the
+// contract of ARCHITECTURE.md §6a.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	claims      *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	alerts      *prometheus.CounterVec
+	waiting     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{}
+	var err error
+	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_http_requests_total", Help: "HTTP requests by echo route path and status code.",
+	}, []string{"route", "code"})); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "reconciler_http_request_duration_seconds", Help: "HTTP request latency by echo route path and status code (long-polls included).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"route", "code"})); err != nil {
+		return nil, err
+	}
+	if m.claims, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_claims_total", Help: "Claim and compensation decisions by tenant and decision.",
+	}, []string{"tenant", "decision"})); err != nil {
+		return nil, err
+	}
+	if m.transitions, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
+	}, []string{"from", "to", "source"})); err != nil {
+		return nil, err
+	}
+	if m.alerts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
+	}, []string{"kind"})); err != nil {
+		return nil, err
+	}
+	if m.waiting, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "reconciler_claim_waiters", Help: "Claims long-polling (?wait=) an in-flight row right now.",
+	})); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under
+// the same name: webhooks and the resolver count transitions and alerts in
+// the same series, and whoever registers first owns them.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		var zero C
+		return zero, err
+	}
+	return c, nil
+}
+
+// change counts what a store call did to a row: its transition (by the
+// source on its event, else the caller's) and its alerts.
+func (m *metrics) change(ch ledger.Change, src ledger.Source) {
+	if ch.Changed {
+		if ch.Event != nil && ch.Event.Source != "" {
+			src = ch.Event.Source
+		}
+		m.transitions.WithLabelValues(string(ch.From), string(ch.To), string(src)).Inc()
+	}
+	for _, k := range ch.Alerts {
+		m.alerts.WithLabelValues(string(k)).Inc()
+	}
+}
+
+func (s *Server) metricsHandler() echo.HandlerFunc {
+	h := promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return echo.WrapHandler(h)
+}
+
+// routeOf is the echo route path of the request ("/v1/claims/:key"), never
+// the raw URL, so the label's values are bounded by the registered routes.
+func routeOf(c echo.Context) string {
+	if p := c.Path(); p != "" {
+		return p
+	}
+	return "unmatched"
+}
+
+// observe is the outermost middleware: it turns panics into errors, runs the
+// error handler itself so the status it writes is the one counted, and
+// records the request's metrics and one log line. The latency is measured
+// on the process's monotonic clock, not the injected domain clock: it is
+// about this process, not about the rows.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := s.recoverCall(next, c); err != nil {
+			c.Error(err)
+		}
+		elapsed := time.Since(start)
+		status := c.Response().Status
+		route, code := routeOf(c), strconv.Itoa(status)
+		s.metrics.requests.WithLabelValues(route, code).Inc()
+		s.metrics.duration.WithLabelValues(route, code).Observe(elapsed.Seconds())
+		attrs := []any{
+			slog.String("method", c.Request().Method), slog.String("route", route),
+			slog.Int("status", status), slog.Duration("duration", elapsed),
+		}
+		if p := principalOf(c); p.tenant != "" {
+			attrs = append(attrs, slog.String("tenant", p.tenant))
+		} else if p.role == roleAdmin {
+			attrs = append(attrs, slog.Bool("admin", true))
+		}
+		s.log.DebugContext(c.Request().Context(), "http request", attrs...)
+		return nil
+	}
+}
+
+func (s *Server) recoverCall(next echo.HandlerFunc, c echo.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler { // net/http aborts a response this way; let it
+				panic(r)
+			}
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return next(c)
+}

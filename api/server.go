@@ -1,0 +1,205 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Store is the part of a ledger.Store the API uses: the runtime-facing claims
+// and Apply for resolutions by hand.
+type Store interface {
+	ledger.Claims
+	// Apply applies evidence to one row (here: a human's resolution).
+	Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error)
+}
+
+// ReadyCheck is one readiness dependency (the store, NATS). Check must honour
+// its context: /readyz gives each check ReadyTimeout.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Limits and defaults.
+const (
+	// DefaultBodyLimit caps a request body (1 MiB).
+	DefaultBodyLimit int64 = 1 << 20
+	// MaxWait is the longest a claim may long-poll with ?wait=.
+	MaxWait = 30 * time.Second
+	// DefaultPollInterval is how often a long-polling claim re-reads its row
+	// to see changes made outside this process (webhooks on another replica,
+	// the resolver); changes made through this Server wake it at once.
+	DefaultPollInterval = 250 * time.Millisecond
+	// DefaultReadyTimeout bounds each readiness check.
+	DefaultReadyTimeout = 2 * time.Second
+)
+
+// Options configure a Server. Store and at least one token are required.
+type Options struct {
+	Store Store
+	// Tokens maps a bearer token to its tenant.
+	Tokens map[string]string
+	// AdminTokens may resolve rows by hand and read any tenant's rows.
+	AdminTokens []string
+	// BodyLimit caps a request body in bytes (default DefaultBodyLimit).
+	BodyLimit int64
+	// Policy is the store's policy (pending TTL, grace).
+	Policy ledger.Policy
+	// ReplayWindow says how long a vendor remembers an idempotency key (nil: 0, no replays).
+	ReplayWindow func(vendor string) time.Duration
+	// Frozen is the kill switch: true when the tool or its class is frozen
+	// for the tenant (nil: never frozen).
+	Frozen func(tenant, tool string, class ledger.ToolClass) bool
+	// Ready are the checks behind /readyz.
+	Ready []ReadyCheck
+	// Registerer receives the API's metrics and Gatherer serves /metrics.
+	// Both nil: a private registry. Registerer alone must also be a Gatherer.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Logger receives request and decision logs (nil: discarded).
+	Logger *slog.Logger
+	// Now is the clock behind every stored time (nil: time.Now).
+	Now func() time.Time
+	// PollInterval is how often a long-polling claim re-reads its row
+	// (default DefaultPollInterval).
+	PollInterval time.Duration
+	// ReadyTimeout bounds each readiness check (default DefaultReadyTimeout).
+	ReadyTimeout time.Duration
+}
+
+// Server is the HTTP API. Build it with New; serve Handler().
+type Server struct {
+	store        Store
+	auth         *authenticator
+	bodyLimit    int64
+	policy       ledger.Policy
+	replayWindow func(vendor string) time.Duration
+	frozen       func(tenant, tool string, class ledger.ToolClass) bool
+	ready        []ReadyCheck
+	readyTimeout time.Duration
+	poll         time.Duration
+	gatherer     prometheus.Gatherer
+	metrics      *metrics
+	log          *slog.Logger
+	now          func() time.Time
+	watch        *watchers
+	e            *echo.Echo
+}
+
+//go:embed openapi.yaml
+var openAPISpec []byte
+
+// OpenAPI returns the embedded OpenAPI document (also served at GET /openapi.yaml).
+func OpenAPI() []byte { return append([]byte(nil), openAPISpec...) }
+
+// New validates the options and builds the server with every route registered.
+func New(o Options) (*Server, error) {
+	if o.Store == nil {
+		return nil, errors.New("api: options: store is required")
+	}
+	auth, err := newAuthenticator(o.Tokens, o.AdminTokens)
+	if err != nil {
+		return nil, fmt.Errorf("api: options: %w", err)
+	}
+	if o.BodyLimit < 0 {
+		return nil, errors.New("api: options: negative body limit")
+	}
+	for i, rc := range o.Ready {
+		if rc.Name == "" || rc.Check == nil {
+			return nil, fmt.Errorf("api: options: ready check %d needs a name and a func", i)
+		}
+	}
+	s := &Server{
+		store: o.Store, auth: auth, bodyLimit: o.BodyLimit, policy: o.Policy,
+		replayWindow: o.ReplayWindow, frozen: o.Frozen, ready: o.Ready,
+		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
+		watch: newWatchers(),
+	}
+	if s.bodyLimit == 0 {
+		s.bodyLimit = DefaultBodyLimit
+	}
+	if s.replayWindow == nil {
+		s.replayWindow = func(string) time.Duration { return 0 }
+	}
+	if s.frozen == nil {
+		s.frozen = func(string, string, ledger.ToolClass) bool { return false }
+	}
+	if s.readyTimeout <= 0 {
+		s.readyTimeout = DefaultReadyTimeout
+	}
+	if s.poll <= 0 {
+		s.poll = DefaultPollInterval
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	reg, gath := o.Registerer, o.Gatherer
+	switch {
+	case reg == nil && gath == nil:
+		r := prometheus.NewRegistry()
+		reg, gath = r, r
+	case reg == nil:
+		return nil, errors.New("api: options: a gatherer needs its registerer")
+	case gath == nil:
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, errors.New("api: options: registerer is not a gatherer; set Gatherer")
+		}
+		gath = g
+	}
+	s.gatherer = gath
+	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s.e = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler serving every route.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Echo returns the echo instance, so other packages (webhooks) can add their
+// routes; they get the same error handler and request metrics.
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observe)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metricsHandler())
+	e.GET("/openapi.yaml", s.openapi)
+
+	// Authentication is per route, not per group: a group middleware in echo
+	// v4 registers catch-all not-found routes, which would blur e.Routes().
+	tenantOnly := s.authenticate(roleTenant)
+	anyRole := s.authenticate(roleTenant | roleAdmin)
+	adminOnly := s.authenticate(roleAdmin)
+	e.POST("/v1/claims", s.claim, tenantOnly)
+	e.GET("/v1/claims", s.list, anyRole)
+	e.GET("/v1/claims/:key", s.get, anyRole)
+	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly)
+	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly)
+	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
+	return e
+}
+
+func (s *Server) openapi(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", openAPISpec)
+}

@@ -1,0 +1,215 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultPollInterval is how often Await consults its ledger check.
+const DefaultPollInterval = 2 * time.Second
+
+// StreamReader is what Await needs of JetStream (jetstream.JetStream
+// satisfies it).
+type StreamReader interface {
+	OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error)
+	DeleteConsumer(ctx context.Context, stream string, consumer string) error
+}
+
+// LedgerCheck asks the ledger (or the claim API) whether a key is settled;
+// it returns the resolution event and true when it is.
+type LedgerCheck func(ctx context.Context) (ledger.Event, bool, error)
+
+// AwaitOption configures Await.
+type AwaitOption func(*awaitConfig)
+
+type awaitConfig struct {
+	stream       string
+	prefix       string
+	check        LedgerCheck
+	pollInterval time.Duration
+}
+
+// WithStream names the event stream (default DefaultStream).
+func WithStream(name string) AwaitOption { return func(c *awaitConfig) { c.stream = name } }
+
+// WithSubjectPrefix sets the subject prefix (default DefaultSubjectPrefix).
+func WithSubjectPrefix(p string) AwaitOption { return func(c *awaitConfig) { c.prefix = p } }
+
+// WithLedger makes Await consult check at start and every poll interval, so
+// a notification that never arrives (stream purged, NATS down, an event the
+// relay dropped) cannot strand a paused run.
+func WithLedger(check LedgerCheck) AwaitOption { return func(c *awaitConfig) { c.check = check } }
+
+// WithPollInterval sets how often the ledger check runs (default 2 s).
+func WithPollInterval(d time.Duration) AwaitOption {
+	return func(c *awaitConfig) { c.pollInterval = d }
+}
+
+// Await returns the first resolution event (succeeded, failed_poison or
+// escalated; unknown is not a resolution) of key in the run, including one
+// published before the call: it reads <prefix>.<tenant>.<run_id>.* from the
+// start of the stream with an ordered, ephemeral consumer that it deletes on
+// return. With WithLedger it also returns as soon as the ledger says the key
+// is settled. It returns ctx's error (wrapped) when ctx ends first.
+//
+// Without WithLedger, a stream that cannot be read is an error; with it,
+// Await keeps polling the ledger and retries the stream every interval.
+func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts ...AwaitOption) (ledger.Event, error) {
+	cfg := awaitConfig{stream: DefaultStream, prefix: DefaultSubjectPrefix, pollInterval: DefaultPollInterval}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if ledger.ValidateTenant(tenant) != nil || ledger.ValidateRunID(runID) != nil || ledger.ValidateKey(key) != nil {
+		return ledger.Event{}, fmt.Errorf("await %s: %w: tenant, run_id or key", key, ErrInvalidEvent)
+	}
+	if err := validPrefix(cfg.prefix); err != nil {
+		return ledger.Event{}, fmt.Errorf("await %s: %w", key, err)
+	}
+	if cfg.pollInterval <= 0 {
+		cfg.pollInterval = DefaultPollInterval
+	}
+
+	found := make(chan ledger.Event, 1)
+	w := &watch{
+		js: js, stream: cfg.stream,
+		filter: cfg.prefix + "." + tenant + "." + runID + ".*",
+		handle: func(msg jetstream.Msg) {
+			if ev, ok := matchEvent(msg, tenant, runID, key); ok {
+				select {
+				case found <- ev:
+				default: // one is enough
+				}
+			}
+		},
+	}
+	defer w.close(ctx)
+
+	// Subscribe before the first ledger check: an event committed between
+	// the two is then seen by one or the other.
+	if err := w.open(ctx); err != nil {
+		if cfg.check == nil || ctx.Err() != nil {
+			return ledger.Event{}, fmt.Errorf("await %s: %w", key, err)
+		}
+	}
+	if ev, ok := poll(ctx, cfg.check); ok {
+		return ev, nil
+	}
+
+	var tick <-chan time.Time
+	if cfg.check != nil {
+		t := time.NewTicker(cfg.pollInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			// An event may have been delivered just as ctx ended; prefer it.
+			select {
+			case ev := <-found:
+				return ev, nil
+			default:
+			}
+			return ledger.Event{}, fmt.Errorf("await %s: %w", key, ctx.Err())
+		case ev := <-found:
+			return ev, nil
+		case <-tick:
+			if !w.opened() {
+				_ = w.open(ctx) // the ledger poll covers us meanwhile
+			}
+			if ev, ok := poll(ctx, cfg.check); ok {
+				return ev, nil
+			}
+		}
+	}
+}
+
+// poll runs the ledger check; errors count as "not settled yet" because the
+// stream may still deliver and the next poll may succeed.
+func poll(ctx context.Context, check LedgerCheck) (ledger.Event, bool) {
+	if check == nil {
+		return ledger.Event{}, false
+	}
+	ev, ok, err := check(ctx)
+	if err != nil || !ok || !resolution(ev.Status) {
+		return ledger.Event{}, false
+	}
+	return ev, true
+}
+
+// matchEvent decodes msg and reports whether it resolves key.
+func matchEvent(msg jetstream.Msg, tenant, runID, key string) (ledger.Event, bool) {
+	subj := msg.Subject()
+	if !resolution(subj[strings.LastIndexByte(subj, '.')+1:]) {
+		return ledger.Event{}, false // skip decoding unknown and anything else
+	}
+	var ev ledger.Event
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		return ledger.Event{}, false
+	}
+	if ev.Key != key || ev.Tenant != tenant || ev.RunID != runID || !resolution(ev.Status) {
+		return ledger.Event{}, false
+	}
+	return ev, true
+}
+
+// watch owns the ordered consumer of one Await call.
+type watch struct {
+	js     StreamReader
+	stream string
+	filter string
+	handle func(jetstream.Msg)
+
+	cons jetstream.Consumer
+	cc   jetstream.ConsumeContext
+}
+
+func (w *watch) opened() bool { return w.cc != nil }
+
+func (w *watch) open(ctx context.Context) error {
+	cons, err := w.js.OrderedConsumer(ctx, w.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{w.filter},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// A backstop: close deletes the consumer, but a crashed caller
+		// cannot, and the server then removes it after this idle time.
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("open consumer on %s: %w", w.filter, err)
+	}
+	cc, err := cons.Consume(w.handle)
+	if err != nil {
+		w.deleteConsumer(ctx, cons)
+		return fmt.Errorf("consume %s: %w", w.filter, err)
+	}
+	w.cons, w.cc = cons, cc
+	return nil
+}
+
+// close stops delivery and deletes the server-side consumer.
+func (w *watch) close(ctx context.Context) {
+	if w.cc == nil {
+		return
+	}
+	w.cc.Stop()
+	w.deleteConsumer(ctx, w.cons)
+}
+
+func (w *watch) deleteConsumer(ctx context.Context, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil || info.Name == "" {
+		return
+	}
+	// Cleanup runs even when the caller's ctx is done; bounded so a dead
+	// server cannot hold the caller.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	// On failure the server's InactiveThreshold removes it later.
+	_ = w.js.DeleteConsumer(dctx, w.stream, info.Name)
+}

@@ -1,0 +1,43 @@
+package events
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Connect dials NATS for the relay and Await with reconnection that never
+// gives up (the outbox holds events through any outage; the relay's Healthy
+// reports it) and returns the connection and its JetStream context. extra
+// options are applied last (credentials, TLS). Close the connection when done.
+func Connect(url string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []nats.Option{
+		nats.Name("reconciler"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			// The redacted URL: a nats:// URL may carry credentials.
+			log.Warn("nats disconnected", "url", nc.ConnectedUrlRedacted(), "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+	}
+	nc, err := nats.Connect(url, append(opts, extra...)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}

@@ -1,0 +1,369 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outbox is what the relay needs of a store (ledger.Outbox satisfies it).
+type Outbox interface {
+	// PendingEvents returns up to limit records in commit order.
+	PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRecord, error)
+	// AckEvents deletes published records.
+	AckEvents(ctx context.Context, seqs ...uint64) error
+	// Notify receives a value after a commit that wrote records.
+	Notify() <-chan struct{}
+}
+
+// Publisher publishes one message and waits for its PubAck
+// (jetstream.JetStream satisfies it).
+type Publisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Relay defaults.
+const (
+	DefaultRelayBatch     = 100
+	DefaultPublishTimeout = 5 * time.Second
+	DefaultRelayInterval  = time.Second
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 10 * time.Second
+)
+
+// Publish results, the values of the result label of
+// reconciler_relay_publishes_total.
+const (
+	ResultPublished = "published" // stored by JetStream
+	ResultDuplicate = "duplicate" // JetStream already held this Nats-Msg-Id
+	ResultError     = "error"     // no PubAck; the record stays and is retried
+	ResultInvalid   = "invalid"   // the record can never be published; dropped
+)
+
+// ErrRelayNotStarted is what Healthy reports before the first pass over the
+// outbox has completed.
+var ErrRelayNotStarted = errors.New("relay has not published yet")
+
+// RelayOptions configures a Relay. Zero values take the defaults.
+type RelayOptions struct {
+	// Stream the events must land in (the PubAck is refused otherwise);
+	// empty means DefaultStream.
+	Stream string
+	// SubjectPrefix of the event subjects; empty means DefaultSubjectPrefix.
+	SubjectPrefix string
+	Logger        *slog.Logger
+	// Registerer receives the relay's metrics; nil skips registration.
+	Registerer prometheus.Registerer
+	// Batch is how many records one read of the outbox returns.
+	Batch int
+	// PublishTimeout bounds the wait for one PubAck.
+	PublishTimeout time.Duration
+	// Interval is how often the outbox is read without a notification (a
+	// missed notification, a record written by another process).
+	Interval time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential wait after a
+	// failed pass (NATS or the store unavailable).
+	MinBackoff, MaxBackoff time.Duration
+	// Now is the clock for the lag metric; nil means time.Now.
+	Now func() time.Time
+}
+
+// Relay moves outbox records to JetStream in commit order. A record is
+// deleted from the outbox only after its PubAck; a record is never published
+// before the one ahead of it has been acknowledged.
+type Relay struct {
+	out     Outbox
+	pub     Publisher
+	opts    RelayOptions
+	log     *slog.Logger
+	now     func() time.Time
+	met     relayMetrics
+	running atomic.Bool
+
+	mu        sync.Mutex
+	health    error
+	downSince time.Time
+}
+
+// NewRelay returns a relay from out to pub. It starts nothing: call Run.
+func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
+	if out == nil || pub == nil {
+		return nil, errors.New("new relay: outbox and publisher are required")
+	}
+	if opts.Stream == "" {
+		opts.Stream = DefaultStream
+	}
+	if opts.SubjectPrefix == "" {
+		opts.SubjectPrefix = DefaultSubjectPrefix
+	}
+	if err := validPrefix(opts.SubjectPrefix); err != nil {
+		return nil, fmt.Errorf("new relay: %w", err)
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = DefaultRelayBatch
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = DefaultPublishTimeout
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultRelayInterval
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	met, err := newRelayMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("new relay: %w", err)
+	}
+	return &Relay{
+		out: out, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
+		health: ErrRelayNotStarted,
+	}, nil
+}
+
+// Healthy returns nil when the last pass over the outbox published
+// everything it read, and the pass's error while publishing (or reading the
+// outbox) fails. It is what /readyz reports for the event bus.
+func (r *Relay) Healthy() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.health
+}
+
+// Run relays until ctx is done, then returns nil after finishing the record
+// in flight (its PubAck wait is bounded by PublishTimeout) and deleting the
+// records already acknowledged. It is woken by the outbox's Notify and every
+// Interval; after a failure it waits a jittered, capped exponential backoff
+// (notifications do not cut the wait short, so an outage is not hammered).
+// Only one Run may be active at a time.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("relay: already running")
+	}
+	defer r.running.Store(false)
+
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(r.opts.MinBackoff),
+		backoff.WithMaxInterval(r.opts.MaxBackoff),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMultiplier(2),
+		backoff.WithMaxElapsedTime(0), // never give up: the outbox holds the events
+	)
+	ticker := time.NewTicker(r.opts.Interval)
+	defer ticker.Stop()
+	notify := r.out.Notify()
+
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		err := r.drain(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.setHealth(err)
+		if err != nil {
+			wait := bo.NextBackOff()
+			r.log.Warn("relay pass failed; retrying", "err", err, "retry_in", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
+		}
+		bo.Reset()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-notify:
+		case <-ticker.C:
+		}
+	}
+}
+
+func (r *Relay) setHealth(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil && r.health == nil:
+		r.downSince = r.now()
+	case err == nil && r.health != nil && !r.downSince.IsZero():
+		r.log.Info("relay recovered", "outage", r.now().Sub(r.downSince))
+		r.downSince = time.Time{}
+	}
+	r.health = err
+}
+
+// drain publishes batches until the outbox is empty, a step fails, or ctx
+// is done.
+func (r *Relay) drain(ctx context.Context) error {
+	for ctx.Err() == nil {
+		recs, err := r.out.PendingEvents(ctx, r.opts.Batch)
+		if err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		r.met.depth.Set(float64(len(recs)))
+		if len(recs) == 0 {
+			return nil
+		}
+		done, pubErr := r.publish(ctx, recs)
+		if len(done) > 0 {
+			// The records are on the stream; delete them even when ctx is
+			// done, or a restart republishes them (harmless inside the
+			// duplicates window, but avoidable).
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
+			err := r.out.AckEvents(actx, done...)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ack outbox: %w", err)
+			}
+			r.met.depth.Set(float64(len(recs) - len(done)))
+		}
+		if pubErr != nil {
+			return pubErr
+		}
+		if len(recs) < r.opts.Batch {
+			return nil
+		}
+	}
+	return nil
+}
+
+// publish sends recs one at a time, each after the previous PubAck, and
+// returns the seqs that are done (published, duplicate, or invalid and
+// dropped): always a prefix of recs. It stops at the first failure and
+// between records once ctx is done.
+func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord) ([]uint64, error) {
+	done := make([]uint64, 0, len(recs))
+	for _, rec := range recs {
+		if ctx.Err() != nil {
+			break
+		}
+		msg, err := r.message(rec.Event)
+		if err != nil {
+			// Retrying cannot fix it and keeping it would stall every event
+			// behind it; the row itself still holds the truth (Await's
+			// WithLedger poll sees it).
+			r.met.publishes.WithLabelValues(ResultInvalid).Inc()
+			r.log.Error("dropping outbox record that cannot be published", "seq", rec.Seq, "key", rec.Event.Key, "err", err)
+			done = append(done, rec.Seq)
+			continue
+		}
+		// The in-flight publish is finished even if ctx ends meanwhile:
+		// abandoning it would leave the outcome unknown.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
+		ack, err := r.pub.PublishMsg(pctx, msg,
+			jetstream.WithMsgID(rec.Event.MsgID()),
+			jetstream.WithExpectStream(r.opts.Stream))
+		cancel()
+		if err != nil {
+			r.met.publishes.WithLabelValues(ResultError).Inc()
+			return done, fmt.Errorf("publish %s: %w", msg.Subject, err)
+		}
+		if ack.Duplicate {
+			r.met.publishes.WithLabelValues(ResultDuplicate).Inc()
+		} else {
+			r.met.publishes.WithLabelValues(ResultPublished).Inc()
+		}
+		if !rec.Event.At.IsZero() {
+			r.met.lag.Observe(max(r.now().Sub(rec.Event.At).Seconds(), 0))
+		}
+		done = append(done, rec.Seq)
+	}
+	return done, nil
+}
+
+// message builds the JetStream message of an event: its subject and the
+// ledger.Event JSON body.
+func (r *Relay) message(ev ledger.Event) (*nats.Msg, error) {
+	subj, err := Subject(r.opts.SubjectPrefix, ev)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	return &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}, nil
+}
+
+type relayMetrics struct {
+	depth     prometheus.Gauge
+	lag       prometheus.Histogram
+	publishes *prometheus.CounterVec
+}
+
+func newRelayMetrics(reg prometheus.Registerer) (relayMetrics, error) {
+	m := relayMetrics{
+		depth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reconciler_outbox_depth",
+			Help: "Outbox records the relay saw pending at its last read (capped at one batch).",
+		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "reconciler_relay_lag_seconds",
+			Help:    "Time from an event's commit (event.at) to its JetStream PubAck.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms .. ~4.4 min
+		}),
+		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_relay_publishes_total",
+			Help: "Outbox records the relay handled, by result (published, duplicate, error, invalid).",
+		}, []string{"result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	if m.depth, err = register(reg, m.depth); err != nil {
+		return m, err
+	}
+	if m.lag, err = register(reg, m.lag); err != nil {
+		return m, err
+	}
+	if m.publishes, err = register(reg, m.publishes); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under
+// its name (a relay rebuilt in the same process reuses the series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("register metrics: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,235 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultListen is where the embedded server listens when ServerOptions.Listen
+// is empty: loopback only, so a single node never exposes its bus.
+const DefaultListen = "127.0.0.1:4222"
+
+// defaultReadyTimeout bounds how long StartServer waits for the listener and
+// JetStream; a server that is not ready by then is a start-up error, not a hang.
+const defaultReadyTimeout = 10 * time.Second
+
+// ServerOptions configures the embedded NATS server.
+type ServerOptions struct {
+	// Listen is host:port for client connections; empty means DefaultListen.
+	// Port 0 or -1 picks a free port (tests); ClientURL reports it.
+	Listen string
+	// StoreDir is where JetStream keeps its file store. Required.
+	StoreDir string
+	// Logger receives the server's log lines; nil discards them.
+	Logger *slog.Logger
+	// SyncAlways fsyncs every JetStream write before the PubAck is sent, so
+	// an acknowledged event survives power loss. The zero value keeps
+	// nats-server's default (sync every SyncInterval); the service sets it
+	// through DefaultServerOptions. See doc.go for the measured cost.
+	SyncAlways bool
+	// SyncInterval is how often JetStream fsyncs when SyncAlways is false;
+	// 0 keeps the server default (2 min).
+	SyncInterval time.Duration
+	// ReadyTimeout bounds the wait for the listener and JetStream; 0 means 10 s.
+	ReadyTimeout time.Duration
+}
+
+// DefaultServerOptions are the options the service runs the embedded server
+// with: loopback on the default port, JetStream in storeDir, and SyncAlways,
+// so an event JetStream has acknowledged (and the relay has therefore deleted
+// from the outbox) survives a power loss. doc.go has the measured cost.
+func DefaultServerOptions(storeDir string, log *slog.Logger) ServerOptions {
+	return ServerOptions{Listen: DefaultListen, StoreDir: storeDir, Logger: log, SyncAlways: true}
+}
+
+// Server is an embedded NATS server with JetStream enabled.
+type Server struct {
+	ns  *server.Server
+	log *slog.Logger
+
+	shutdownOnce sync.Once
+	done         chan struct{}
+}
+
+// StartServer starts an embedded NATS server with JetStream storing in
+// opts.StoreDir and waits until it accepts clients. A port that is already
+// taken is reported at once as "nats listen HOST:PORT: address already in use".
+// Only the client port is opened: no cluster, leaf node, gateway or
+// monitoring listener, and no signal handlers (the process owns its signals).
+func StartServer(ctx context.Context, opts ServerOptions) (*Server, error) {
+	if opts.StoreDir == "" {
+		return nil, errors.New("nats: store dir is required")
+	}
+	listen := opts.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("nats listen %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < -1 || port > 65535 {
+		return nil, fmt.Errorf("nats listen %q: bad port", listen)
+	}
+	if port == 0 {
+		// nats-server reads 0 as "the default port 4222"; we mean "any port".
+		port = server.RANDOM_PORT
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port != server.RANDOM_PORT {
+		// nats-server reports a bind failure through Fatalf from its accept
+		// goroutine; probing first turns the common case into a plain error.
+		if err := probeListen(net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
+			return nil, err
+		}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	readyTimeout := opts.ReadyTimeout
+	if readyTimeout <= 0 {
+		readyTimeout = defaultReadyTimeout
+	}
+
+	sopts := &server.Options{
+		ServerName:   "reconciler-embedded",
+		Host:         host,
+		Port:         port,
+		JetStream:    true,
+		StoreDir:     opts.StoreDir,
+		NoSigs:       true,
+		SyncAlways:   opts.SyncAlways,
+		SyncInterval: opts.SyncInterval,
+	}
+	ns, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	adapter := &natsLogger{log: logger.With("component", "nats")}
+	ns.SetLoggerV2(adapter, false, false, false)
+	ns.Start()
+
+	s := &Server{ns: ns, log: logger, done: make(chan struct{})}
+	if err := s.waitReady(ctx, adapter, readyTimeout); err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			// Taken between the probe and the server's own bind.
+			err = fmt.Errorf("nats listen %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), syscall.EADDRINUSE)
+		}
+		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(shutCtx)
+		return nil, err
+	}
+	logger.Info("embedded nats started", "url", s.ClientURL(), "sync_always", opts.SyncAlways)
+	return s, nil
+}
+
+// waitReady polls the server until it listens and JetStream is enabled, a
+// fatal error was logged, ctx is done or the timeout passes.
+func (s *Server) waitReady(ctx context.Context, adapter *natsLogger, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := adapter.fatal(); err != nil {
+			return fmt.Errorf("nats start: %w", err)
+		}
+		if s.ns.ReadyForConnections(50*time.Millisecond) && s.ns.JetStreamEnabled() {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("nats start: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nats start: not ready after %s", timeout)
+		}
+	}
+}
+
+// probeListen binds and releases addr so a taken port fails fast and clearly.
+func probeListen(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("nats listen %s: %w", addr, syscall.EADDRINUSE)
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return fmt.Errorf("nats listen %s: %w", addr, op.Err)
+		}
+		return fmt.Errorf("nats listen %s: %w", addr, err)
+	}
+	return l.Close()
+}
+
+// ClientURL is the nats:// URL clients connect to (with the real port when
+// a random one was asked for).
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Shutdown stops the server: clients are disconnected and JetStream flushes
+// and closes its store. It returns ctx's error if ctx ends first; the server
+// then keeps shutting down in the background and Done reports the end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		// Shutdown blocks until the server's goroutines exit; this goroutine
+		// is owned by the Server and exits with it (Done).
+		go func() {
+			defer close(s.done)
+			s.ns.Shutdown()
+			s.ns.WaitForShutdown()
+			s.log.Info("embedded nats stopped")
+		}()
+	})
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("nats shutdown: %w", ctx.Err())
+	}
+}
+
+// Done is closed once a Shutdown has completed.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// natsLogger forwards nats-server log lines to slog. Fatalf never exits the
+// process: it records the error so StartServer can return it.
+type natsLogger struct {
+	log *slog.Logger
+
+	mu  sync.Mutex
+	err error
+}
+
+func (l *natsLogger) fatal() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *natsLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Tracef(string, ...any)           {}
+
+func (l *natsLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error(msg)
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = errors.New(msg)
+	}
+	l.mu.Unlock()
+}

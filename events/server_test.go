@@ -1,0 +1,87 @@
+package events_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/nats-io/nats.go"
+)
+
+func TestStartServer(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenAddr := taken.Addr().String()
+
+	cases := []struct {
+		name    string
+		opts    events.ServerOptions
+		wantErr string // exact error; empty means success
+	}{
+		{name: "random port -1", opts: events.ServerOptions{Listen: "127.0.0.1:-1"}},
+		{name: "port 0 means random, not 4222", opts: events.ServerOptions{Listen: "127.0.0.1:0", SyncAlways: true}},
+		{name: "taken port is a clear error", opts: events.ServerOptions{Listen: takenAddr},
+			wantErr: "nats listen " + takenAddr + ": address already in use"},
+		{name: "bad port", opts: events.ServerOptions{Listen: "127.0.0.1:http"}, wantErr: `nats listen "127.0.0.1:http": bad port`},
+		{name: "no store dir", opts: events.ServerOptions{Listen: "127.0.0.1:-1"}, wantErr: "nats: store dir is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "no store dir" {
+				tc.opts.StoreDir = t.TempDir()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			s, err := events.StartServer(ctx, tc.opts)
+			if tc.wantErr != "" {
+				if err == nil {
+					shutdown(t, s)
+					t.Fatalf("StartServer: got nil error, want %q", tc.wantErr)
+				}
+				if got := err.Error(); got != tc.wantErr {
+					t.Fatalf("StartServer error: got %q, want %q", got, tc.wantErr)
+				}
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("StartServer took %s to fail; want a fast failure", d)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("StartServer: %v", err)
+			}
+			defer shutdown(t, s)
+			url := s.ClientURL()
+			if !strings.HasPrefix(url, "nats://127.0.0.1:") || port(t, url) == 4222 || port(t, url) <= 0 {
+				t.Fatalf("ClientURL: got %q, want a random loopback port", url)
+			}
+			nc, err := nats.Connect(url)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer nc.Close()
+			js := connect(t, url)
+			st := ensureStream(t, js)
+			if got := streamCount(t, st); got != 0 {
+				t.Fatalf("new stream: got %d msgs, want 0", got)
+			}
+		})
+	}
+}
+
+func TestServerShutdownIsIdempotent(t *testing.T) {
+	s := startServer(t, t.TempDir(), "", false)
+	shutdown(t, s)
+	shutdown(t, s) // the cleanup calls it a third time
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done not closed after Shutdown")
+	}
+}

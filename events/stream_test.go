@@ -1,0 +1,97 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestEnsureStream(t *testing.T) {
+	s := startServer(t, t.TempDir(), "", false)
+	js := connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	cases := []struct {
+		name    string
+		cfg     events.StreamConfig
+		wantErr string
+		want    jetstream.StreamConfig
+	}{
+		{name: "defaults create RECON", cfg: events.StreamConfig{},
+			want: jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}, Duplicates: time.Hour}},
+		{name: "second call is a no-op", cfg: events.StreamConfig{Name: "RECON", SubjectPrefix: "recon"},
+			want: jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}, Duplicates: time.Hour}},
+		{name: "update max age", cfg: events.StreamConfig{MaxAge: 48 * time.Hour},
+			want: jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}, Duplicates: time.Hour, MaxAge: 48 * time.Hour}},
+		{name: "max age shorter than duplicates", cfg: events.StreamConfig{MaxAge: 30 * time.Minute},
+			wantErr: "max age 30m0s is shorter than the duplicates window 1h0m0s"},
+		{name: "bad prefix", cfg: events.StreamConfig{Name: "X", SubjectPrefix: "recon.*"}, wantErr: "subject prefix"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := events.EnsureStream(ctx, js, tc.cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("EnsureStream: got %v, want error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("EnsureStream: %v", err)
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := info.Config
+			if got.Name != tc.want.Name || strings.Join(got.Subjects, ",") != strings.Join(tc.want.Subjects, ",") ||
+				got.Storage != jetstream.FileStorage || got.Duplicates != tc.want.Duplicates || got.MaxAge != tc.want.MaxAge {
+				t.Fatalf("stream config: got name=%s subjects=%v storage=%v dup=%s maxage=%s, want %+v",
+					got.Name, got.Subjects, got.Storage, got.Duplicates, got.MaxAge, tc.want)
+			}
+		})
+	}
+}
+
+func TestSubject(t *testing.T) {
+	cases := []struct {
+		name   string
+		prefix string
+		mutate func(*ledger.Event)
+		want   string
+	}{
+		{name: "succeeded", prefix: "recon", want: "recon.acme.run-1.succeeded"},
+		{name: "default prefix", prefix: "", want: "recon.acme.run-1.succeeded"},
+		{name: "escalated", prefix: "recon", mutate: func(e *ledger.Event) { e.Status = ledger.EventEscalated }, want: "recon.acme.run-1.escalated"},
+		{name: "unknown", prefix: "x.y", mutate: func(e *ledger.Event) { e.Status = "unknown" }, want: "x.y.acme.run-1.unknown"},
+		{name: "pending is not published", prefix: "recon", mutate: func(e *ledger.Event) { e.Status = "pending" }},
+		{name: "dot in run_id", prefix: "recon", mutate: func(e *ledger.Event) { e.RunID = "a.b" }},
+		{name: "wildcard tenant", prefix: "recon", mutate: func(e *ledger.Event) { e.Tenant = "*" }},
+		{name: "empty key", prefix: "recon", mutate: func(e *ledger.Event) { e.Key = "" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := event(1, "succeeded")
+			if tc.mutate != nil {
+				tc.mutate(&ev)
+			}
+			got, err := events.Subject(tc.prefix, ev)
+			if tc.want == "" {
+				if !errors.Is(err, events.ErrInvalidEvent) {
+					t.Fatalf("Subject: got %q, %v; want ErrInvalidEvent", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Subject: got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,348 @@
+package memstore
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Store is an in-memory ledger.Store. The zero value is not usable; call New.
+type Store struct {
+	policy ledger.Policy
+	notify chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	state
+}
+
+// state is everything a transaction may change. Every field is guarded by
+// Store.mu.
+type state struct {
+	rows       map[rowID]ledger.Row
+	byLocalID  map[string]rowID
+	keyTenants map[string][]string    // key → sorted tenants holding it
+	due        []dueEntry             // open rows only, by next_check_at
+	seen       map[string][]seenEntry // tenant → rows by first_seen_at
+	outbox     []ledger.OutboxRecord  // by Seq
+	lastSeq    uint64                 // never reused once committed
+	inbox      map[inboxID]ledger.InboxRecord
+	inboxOrder []inboxEntry
+	orphans    map[string][]ledger.Delivery // local id → parked deliveries, oldest first
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// New returns an empty store that applies p.
+func New(p ledger.Policy) *Store {
+	return &Store{
+		policy: p,
+		notify: make(chan struct{}, 1),
+		state: state{
+			rows:       map[rowID]ledger.Row{},
+			byLocalID:  map[string]rowID{},
+			keyTenants: map[string][]string{},
+			seen:       map[string][]seenEntry{},
+			inbox:      map[inboxID]ledger.InboxRecord{},
+			orphans:    map[string][]ledger.Delivery{},
+		},
+	}
+}
+
+// Close drops the data; every later call returns ledger.ErrUnavailable.
+// Closing twice is not an error.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.state = state{}
+	return nil
+}
+
+// update runs fn as one transaction: under the lock, with an undo journal
+// that rolls back every write when fn fails.
+func (s *Store) update(ctx context.Context, fn func(tx *tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ledger.ErrUnavailable
+	}
+	t := &tx{s: &s.state}
+	if err := fn(t); err != nil {
+		t.rollback()
+		return err
+	}
+	if t.appended {
+		// Coalesced: a full channel already promises the relay a look.
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// view runs fn under the lock without a journal; fn must not write.
+func (s *Store) view(ctx context.Context, fn func(st *state) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ledger.ErrUnavailable
+	}
+	return fn(&s.state)
+}
+
+// Claim implements ledger.Claims.
+func (s *Store) Claim(ctx context.Context, c ledger.Claim) (ledger.ClaimResult, error) {
+	if err := ledger.ValidateTenant(c.Row.Tenant); err != nil {
+		return ledger.ClaimResult{}, err
+	}
+	if err := ledger.ValidateKey(c.Row.Key); err != nil {
+		return ledger.ClaimResult{}, err
+	}
+	var res ledger.ClaimResult
+	err := s.update(ctx, func(t *tx) error {
+		var err error
+		res, err = ledger.ClaimTx(t, c, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.ClaimResult{}, err
+	}
+	return res, nil
+}
+
+// Report implements ledger.Claims.
+func (s *Store) Report(ctx context.Context, tenant, key string, o ledger.Outcome) (ledger.Row, ledger.Change, error) {
+	var (
+		row ledger.Row
+		ch  ledger.Change
+	)
+	err := s.update(ctx, func(t *tx) error {
+		var err error
+		row, ch, err = ledger.ReportTx(t, tenant, key, o, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, ledger.Change{}, err
+	}
+	return row, ch, nil
+}
+
+// Get implements ledger.Claims.
+func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Row, error) {
+	var row ledger.Row
+	err := s.view(ctx, func(st *state) error {
+		r, ok := st.rows[rowID{tenant, key}]
+		if !ok {
+			return ledger.ErrNotFound
+		}
+		row = r.Clone()
+		return nil
+	})
+	return row, err
+}
+
+// List implements ledger.Claims: it walks the tenant's first_seen index
+// backwards from the cursor.
+func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, error) {
+	if err := q.Validate(); err != nil {
+		return ledger.Page{}, err
+	}
+	var after *seenEntry
+	if q.Cursor != "" {
+		c, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return ledger.Page{}, err
+		}
+		after = &c
+	}
+	var page ledger.Page
+	err := s.view(ctx, func(st *state) error {
+		idx := st.seen[q.Tenant]
+		i := len(idx)
+		if after != nil {
+			i, _ = slices.BinarySearchFunc(idx, *after, compareSeen)
+		}
+		for i--; i >= 0; i-- {
+			r := st.rows[rowID{q.Tenant, idx[i].key}]
+			if q.Status != "" && r.Status != q.Status || q.RunID != "" && r.RunID != q.RunID {
+				continue
+			}
+			if len(page.Rows) == q.Limit {
+				// One more match exists, so this page is not the last.
+				last := page.Rows[len(page.Rows)-1]
+				page.NextCursor = encodeCursor(seenEntry{at: last.FirstSeenAt, key: last.Key})
+				break
+			}
+			page.Rows = append(page.Rows, r.Clone())
+		}
+		return nil
+	})
+	if err != nil {
+		return ledger.Page{}, err
+	}
+	return page, nil
+}
+
+// The cursor is opaque to callers; inside it is the position of the last row
+// returned: version, first_seen_at in Unix nanoseconds, key.
+func encodeCursor(e seenEntry) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("1:" + strconv.FormatInt(e.at.UnixNano(), 10) + ":" + e.key))
+}
+
+func decodeCursor(s string) (seenEntry, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return seenEntry{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+	}
+	parts := strings.SplitN(string(b), ":", 3)
+	if len(parts) != 3 || parts[0] != "1" || ledger.ValidateKey(parts[2]) != nil {
+		return seenEntry{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+	}
+	ns, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return seenEntry{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+	}
+	return seenEntry{at: time.Unix(0, ns).UTC(), key: parts[2]}, nil
+}
+
+// Apply implements ledger.Resolutions.
+func (s *Store) Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error) {
+	var (
+		row ledger.Row
+		ch  ledger.Change
+	)
+	err := s.update(ctx, func(t *tx) error {
+		var err error
+		row, ch, err = ledger.ApplyTx(t, tenant, key, ev, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, ledger.Change{}, err
+	}
+	return row, ch, nil
+}
+
+// Ingest implements ledger.Resolutions.
+func (s *Store) Ingest(ctx context.Context, d ledger.Delivery) (ledger.IngestResult, error) {
+	var res ledger.IngestResult
+	err := s.update(ctx, func(t *tx) error {
+		var err error
+		res, err = ledger.IngestTx(t, d, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.IngestResult{}, err
+	}
+	return res, nil
+}
+
+// Escalate implements ledger.Resolutions.
+func (s *Store) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
+	var (
+		row ledger.Row
+		ok  bool
+	)
+	err := s.update(ctx, func(t *tx) error {
+		var err error
+		row, ok, err = ledger.EscalateTx(t, tenant, key, at)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, false, err
+	}
+	return row, ok, nil
+}
+
+// PruneInbox implements ledger.Resolutions: it walks the inbox's time
+// order from the oldest entry and stops at the first one it keeps.
+func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
+	n := 0
+	err := s.update(ctx, func(t *tx) error {
+		st := t.s
+		for n < len(st.inboxOrder) && st.inboxOrder[n].at.Before(cutoff) {
+			delete(st.inbox, st.inboxOrder[n].id)
+			n++
+		}
+		// Not journalled: nothing after this point can fail.
+		st.inboxOrder = st.inboxOrder[n:]
+		return nil
+	})
+	return n, err
+}
+
+// Due implements ledger.Schedule.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row, error) {
+	var rows []ledger.Row
+	err := s.view(ctx, func(st *state) error {
+		for _, e := range st.due {
+			if len(rows) >= limit || e.at.After(now) {
+				break
+			}
+			rows = append(rows, st.rows[e.id].Clone())
+		}
+		return nil
+	})
+	return rows, err
+}
+
+// Reschedule implements ledger.Schedule.
+func (s *Store) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
+	return s.update(ctx, func(t *tx) error {
+		return ledger.RescheduleTx(t, tenant, key, next)
+	})
+}
+
+// PendingEvents implements ledger.Outbox.
+func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRecord, error) {
+	var recs []ledger.OutboxRecord
+	err := s.view(ctx, func(st *state) error {
+		n := min(max(limit, 0), len(st.outbox))
+		recs = slices.Clone(st.outbox[:n])
+		return nil
+	})
+	return recs, err
+}
+
+// AckEvents implements ledger.Outbox.
+func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
+	return s.update(ctx, func(t *tx) error {
+		st := t.s
+		for _, seq := range seqs {
+			i, found := slices.BinarySearchFunc(st.outbox, seq, func(r ledger.OutboxRecord, seq uint64) int {
+				return compareUint(r.Seq, seq)
+			})
+			if found {
+				st.outbox = slices.Delete(st.outbox, i, i+1)
+			}
+		}
+		return nil
+	})
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Notify implements ledger.Outbox.
+func (s *Store) Notify() <-chan struct{} { return s.notify }

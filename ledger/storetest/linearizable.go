@@ -1,0 +1,327 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// The linearizability check records concurrent Claim/Report/Get histories
+// over a few keys and asks porcupine whether some sequential order of them,
+// consistent with real time, explains every answer. The sequential model is
+// the ledger's own pure rules (DecideClaim, Classify, Apply), so the check
+// says: the store behaves as if each call ran alone, atomically, under the
+// rules every store shares.
+
+const (
+	linClients = 8
+	linOps     = 30
+	linRounds  = 3
+	linKeys    = 4
+)
+
+type linKind int
+
+const (
+	linClaim linKind = iota
+	linReport
+	linGet
+)
+
+// linInput is one call. Claims carry the full validated claim, so the model
+// can run DecideClaim on exactly what the store saw.
+type linInput struct {
+	kind    linKind
+	key     string
+	claim   ledger.Claim
+	outcome ledger.Outcome
+}
+
+// linOutput is the answer, reduced to comparable values: the row as JSON,
+// the decision and the sentinel the error matched.
+type linOutput struct {
+	err      string
+	decision ledger.Decision
+	code     string
+	changed  bool
+	row      string
+}
+
+// linState is the per-key model state: the row as JSON, "" when absent.
+type linState string
+
+var linErrors = []struct {
+	name string
+	err  error
+}{
+	{"not_found", ledger.ErrNotFound},
+	{"fingerprint_mismatch", ledger.ErrFingerprintMismatch},
+	{"invalid_outcome", ledger.ErrInvalidOutcome},
+}
+
+func linErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, e := range linErrors {
+		if errors.Is(err, e.err) {
+			return e.name
+		}
+	}
+	return "other: " + err.Error()
+}
+
+func parseState(s linState) *ledger.Row {
+	if s == "" {
+		return nil
+	}
+	var r ledger.Row
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		panic(fmt.Sprintf("model state: %v", err))
+	}
+	return &r
+}
+
+// linModel is the sequential specification, partitioned by key.
+func linModel() porcupine.Model {
+	p := ledger.DefaultPolicy()
+	return porcupine.Model{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			byKey := map[string][]porcupine.Operation{}
+			var order []string
+			for _, op := range history {
+				k := op.Input.(linInput).key
+				if _, ok := byKey[k]; !ok {
+					order = append(order, k)
+				}
+				byKey[k] = append(byKey[k], op)
+			}
+			out := make([][]porcupine.Operation, 0, len(order))
+			for _, k := range order {
+				out = append(out, byKey[k])
+			}
+			return out
+		},
+		Init: func() any { return linState("") },
+		Step: func(state, input, output any) (bool, any) {
+			st, in, out := state.(linState), input.(linInput), output.(linOutput)
+			row := parseState(st)
+			switch in.kind {
+			case linGet:
+				if row == nil {
+					return out.err == "not_found", st
+				}
+				return out.err == "" && out.row == string(st), st
+			case linClaim:
+				res, write, err := ledger.DecideClaim(row, in.claim, p)
+				if err != nil {
+					return out.err == linErr(err), st
+				}
+				ok := out.err == "" && out.decision == res.Decision && out.code == res.Code && out.row == rowJSON(res.Row)
+				if write != nil {
+					return ok, linState(rowJSON(*write))
+				}
+				return ok, st
+			case linReport:
+				if row == nil {
+					return out.err == "not_found", st
+				}
+				ch, err := ledger.Apply(row, ledger.Classify(in.outcome), p)
+				if err != nil {
+					return out.err == linErr(err), st
+				}
+				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), linState(rowJSON(*row))
+			}
+			return false, st
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(linInput), output.(linOutput)
+			var call string
+			switch in.kind {
+			case linGet:
+				call = "get"
+			case linClaim:
+				call = fmt.Sprintf("claim@%s", in.claim.At.Format("15:04:05.000"))
+			case linReport:
+				call = fmt.Sprintf("report %s %d@%s", in.outcome.Kind, in.outcome.HTTPStatus, in.outcome.At.Format("15:04:05.000"))
+			}
+			return fmt.Sprintf("%s(%s) → %s %s %s", call, in.key, out.err, out.decision, summary(out.row))
+		},
+		DescribeState: func(state any) string { return summary(string(state.(linState))) },
+	}
+}
+
+// summary shortens a row for the visualization.
+func summary(s string) string {
+	if s == "" {
+		return "∅"
+	}
+	r := parseState(linState(s))
+	return fmt.Sprintf("%s attempt=%d receipt=%s http=%d", r.Status, r.Attempt, r.UpstreamReceiptID, r.LastHTTPStatus)
+}
+
+func testLinearizable(t *testing.T, open Open) {
+	for round := range linRounds {
+		t.Run("round "+strconv.Itoa(round), func(t *testing.T) {
+			e := newEnv(t, open)
+			history := linHistory(t, e, round)
+			model := linModel()
+			res, info := porcupine.CheckOperationsVerbose(model, history, 0)
+			if res == porcupine.Ok {
+				return
+			}
+			dir := os.Getenv("STORETEST_VIZ_DIR")
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			path := filepath.Join(dir, fmt.Sprintf("linearizability-round-%d.html", round))
+			if err := porcupine.VisualizePath(model, info, path); err != nil {
+				t.Fatalf("history of %d operations is not linearizable (%s); writing the visualization failed: %v", len(history), res, err)
+			}
+			t.Fatalf("history of %d operations is not linearizable (%s); visualization: %s (set STORETEST_VIZ_DIR to keep it)", len(history), res, path)
+		})
+	}
+}
+
+// linHistory runs linClients goroutines of linOps random calls each against
+// linKeys business keys and records every call with a logical clock that
+// respects real-time order.
+func linHistory(t *testing.T, e *env, round int) []porcupine.Operation {
+	var (
+		clock   atomic.Int64
+		mu      sync.Mutex
+		history []porcupine.Operation
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		failed  atomic.Value
+	)
+	keys := make([]string, linKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("lin-%d-%d", round, i)
+	}
+	for client := range linClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(round), uint64(client)))
+			<-start
+			for range linOps {
+				in, err := linRandomInput(rng, keys)
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				call := clock.Add(1)
+				out := linRun(e, in)
+				ret := clock.Add(1)
+				mu.Lock()
+				history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		t.Fatalf("building inputs: %v", err)
+	}
+	for _, op := range history {
+		if out := op.Output.(linOutput); len(out.err) > 6 && out.err[:6] == "other:" {
+			t.Fatalf("unexpected error from the store: %s", out.err)
+		}
+	}
+	sort.Slice(history, func(i, j int) bool { return history[i].Call < history[j].Call })
+	// What the history exercised, for -v: a check over histories that never
+	// retry or never collide would prove little.
+	seen := map[string]int{}
+	for _, op := range history {
+		in, out := op.Input.(linInput), op.Output.(linOutput)
+		switch {
+		case out.err != "":
+			seen[out.err]++
+		case in.kind == linClaim:
+			seen[string(out.decision)]++
+		case in.kind == linReport && out.changed:
+			seen["transition"]++
+		}
+	}
+	t.Logf("history: %d operations, %v", len(history), seen)
+	return history
+}
+
+// linRandomInput draws a call. Times spread over 40 minutes, so leases
+// expire and claims retry; one claim in twenty names a different intent.
+func linRandomInput(rng *rand.Rand, keys []string) (linInput, error) {
+	key := keys[rng.IntN(len(keys))]
+	now := t0.Add(time.Duration(rng.IntN(40*60*1000)) * time.Millisecond)
+	switch p := rng.IntN(10); {
+	case p < 4:
+		intent := `{"amount":1050,"currency":"usd"}`
+		if rng.IntN(20) == 0 {
+			intent = `{"amount":2000,"currency":"usd"}`
+		}
+		req := baseRequest(withKey(key), withIntent(intent))
+		if rng.IntN(10) == 0 {
+			req.Frozen = true
+		}
+		c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), now)
+		return linInput{kind: linClaim, key: key, claim: c}, err
+	case p < 8:
+		// Settling outcomes are rare, so keys stay open long enough for
+		// leases, retries and reports to interleave.
+		outcomes := []ledger.Outcome{
+			{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_" + strconv.Itoa(rng.IntN(5))},
+			{Kind: ledger.OutcomeResponse, HTTPStatus: 400},
+			{Kind: ledger.OutcomeResponse, HTTPStatus: 429},
+			{Kind: ledger.OutcomeResponse, HTTPStatus: 429},
+			{Kind: ledger.OutcomeResponse, HTTPStatus: 409},
+			{Kind: ledger.OutcomeResponse, HTTPStatus: 503},
+			{Kind: ledger.OutcomeTimeout},
+			{Kind: ledger.OutcomeTimeout},
+			{Kind: ledger.OutcomeNetworkError},
+		}
+		n := len(outcomes)
+		if rng.IntN(4) != 0 {
+			n, outcomes = n-2, outcomes[2:] // three in four draws never settle
+		}
+		o := outcomes[rng.IntN(n)]
+		o.At = now
+		return linInput{kind: linReport, key: key, outcome: o}, nil
+	}
+	return linInput{kind: linGet, key: key}, nil
+}
+
+func linRun(e *env, in linInput) linOutput {
+	switch in.kind {
+	case linClaim:
+		res, err := e.s.Claim(e.ctx, in.claim)
+		if err != nil {
+			return linOutput{err: linErr(err)}
+		}
+		return linOutput{decision: res.Decision, code: res.Code, row: rowJSON(res.Row)}
+	case linReport:
+		row, ch, err := e.s.Report(e.ctx, tenantA, in.key, in.outcome)
+		if err != nil {
+			return linOutput{err: linErr(err)}
+		}
+		return linOutput{changed: ch.Changed, row: rowJSON(row)}
+	}
+	row, err := e.s.Get(e.ctx, tenantA, in.key)
+	if err != nil {
+		return linOutput{err: linErr(err)}
+	}
+	return linOutput{row: rowJSON(row)}
+}

@@ -1,0 +1,413 @@
+package ledger_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// t0 is the fixed clock of these tests.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// validClaimRequest is a request NewClaim accepts; cases change one field.
+func validClaimRequest() ledger.ClaimRequest {
+	return ledger.ClaimRequest{
+		Tenant: "acme", RunID: "run-1", Tool: "stripe.charge", ToolCallID: "call_01",
+		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		Intent:       json.RawMessage(vecIntent),
+		Request:      &ledger.Request{Method: "POST", Path: "/v1/payment_intents", ContentType: "application/x-www-form-urlencoded", Body: "amount=1050&currency=usd"},
+		Expect:       &ledger.Expect{Amount: 1050, Currency: "USD"},
+		ReplayWindow: 24 * time.Hour,
+	}
+}
+
+func TestValidateIdentifiers(t *testing.T) {
+	type check struct {
+		name string
+		fn   func(string) error
+		want error
+	}
+	tenant := check{"tenant", ledger.ValidateTenant, ledger.ErrInvalidTenant}
+	runID := check{"run_id", ledger.ValidateRunID, ledger.ErrInvalidRunID}
+	tool := check{"tool", ledger.ValidateTool, ledger.ErrInvalidTool}
+	action := check{"action", ledger.ValidateAction, ledger.ErrInvalidAction}
+	key := check{"key", ledger.ValidateKey, ledger.ErrInvalidKey}
+	vendor := check{"vendor", ledger.ValidateVendor, ledger.ErrInvalidVendor}
+
+	tests := []struct {
+		name  string
+		value string
+		ok    []check
+		bad   []check
+	}{
+		{name: "simple", value: "abc", ok: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "empty", value: "", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "digits underscore dash", value: "a_1-B", ok: []check{tenant, runID, tool, action, key}, bad: []check{vendor}},
+		{name: "dot", value: "stripe.charge", ok: []check{tool, action, key}, bad: []check{tenant, runID, vendor}},
+		{name: "NATS wildcard star", value: "a*", ok: []check{key}, bad: []check{tenant, runID, tool, action, vendor}},
+		{name: "NATS wildcard gt", value: "a>", ok: []check{key}, bad: []check{tenant, runID, tool, action, vendor}},
+		{name: "space", value: "a b", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "tab", value: "a\tb", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "DEL", value: "a\x7f", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "non-ASCII", value: "café", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "NUL", value: "a\x00", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "unit separator", value: "a\x1fb", bad: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "upper case", value: "Stripe", ok: []check{tenant, runID, tool, action, key}, bad: []check{vendor}},
+		{name: "printable punctuation", value: "cart:42/x?y=z", ok: []check{key}, bad: []check{tenant, runID, tool, action, vendor}},
+		{name: "64 characters", value: strings.Repeat("a", 64), ok: []check{tenant, runID, tool, action, key, vendor}},
+		{name: "65 characters", value: strings.Repeat("a", 65), ok: []check{tenant, runID, tool, action, key}, bad: []check{vendor}},
+		{name: "128 characters", value: strings.Repeat("a", 128), ok: []check{tenant, runID, tool, action, key}, bad: []check{vendor}},
+		{name: "129 characters", value: strings.Repeat("a", 129), ok: []check{key}, bad: []check{tenant, runID, tool, action, vendor}},
+		{name: "255 characters", value: strings.Repeat("k", 255), ok: []check{key}, bad: []check{tenant, runID, tool, action, vendor}},
+		{name: "256 characters", value: strings.Repeat("k", 256), bad: []check{tenant, runID, tool, action, key, vendor}},
+	}
+	for _, tt := range tests {
+		for _, c := range tt.ok {
+			t.Run(tt.name+"/"+c.name+" accepts", func(t *testing.T) {
+				if err := c.fn(tt.value); err != nil {
+					t.Fatalf("validate %s %q = %v, want nil", c.name, tt.value, err)
+				}
+			})
+		}
+		for _, c := range tt.bad {
+			t.Run(tt.name+"/"+c.name+" rejects", func(t *testing.T) {
+				err := c.fn(tt.value)
+				if !errors.Is(err, c.want) {
+					t.Fatalf("validate %s %q = %v, want %v", c.name, tt.value, err, c.want)
+				}
+				if !ledger.IsInvalid(err) {
+					t.Fatalf("IsInvalid(%v) = false", err)
+				}
+			})
+		}
+	}
+}
+
+func TestNewClaimRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*ledger.ClaimRequest)
+		want   error
+	}{
+		{name: "tenant empty", change: func(r *ledger.ClaimRequest) { r.Tenant = "" }, want: ledger.ErrInvalidTenant},
+		{name: "tenant with dot", change: func(r *ledger.ClaimRequest) { r.Tenant = "a.b" }, want: ledger.ErrInvalidTenant},
+		{name: "run_id empty", change: func(r *ledger.ClaimRequest) { r.RunID = "" }, want: ledger.ErrInvalidRunID},
+		{name: "run_id with dot", change: func(r *ledger.ClaimRequest) { r.RunID = "run.1" }, want: ledger.ErrInvalidRunID},
+		{name: "run_id 129", change: func(r *ledger.ClaimRequest) { r.RunID = strings.Repeat("r", 129) }, want: ledger.ErrInvalidRunID},
+		{name: "tool empty", change: func(r *ledger.ClaimRequest) { r.Tool = "" }, want: ledger.ErrInvalidTool},
+		{name: "tool with slash", change: func(r *ledger.ClaimRequest) { r.Tool = "stripe/charge" }, want: ledger.ErrInvalidTool},
+		{name: "tool 129", change: func(r *ledger.ClaimRequest) { r.Tool = strings.Repeat("t", 129) }, want: ledger.ErrInvalidTool},
+		{name: "tool_call_id with space", change: func(r *ledger.ClaimRequest) { r.ToolCallID = "call 1" }, want: ledger.ErrInvalidToolCallID},
+		{name: "tool_call_id non-ASCII", change: func(r *ledger.ClaimRequest) { r.ToolCallID = "callé" }, want: ledger.ErrInvalidToolCallID},
+		{name: "tool_call_id 256", change: func(r *ledger.ClaimRequest) { r.ToolCallID = strings.Repeat("c", 256) }, want: ledger.ErrInvalidToolCallID},
+		{name: "vendor empty", change: func(r *ledger.ClaimRequest) { r.Vendor = "" }, want: ledger.ErrInvalidVendor},
+		{name: "vendor upper case", change: func(r *ledger.ClaimRequest) { r.Vendor = "Stripe" }, want: ledger.ErrInvalidVendor},
+		{name: "vendor 65", change: func(r *ledger.ClaimRequest) { r.Vendor = strings.Repeat("v", 65) }, want: ledger.ErrInvalidVendor},
+		{name: "tool_class empty", change: func(r *ledger.ClaimRequest) { r.ToolClass = "" }, want: ledger.ErrInvalidToolClass},
+		{name: "tool_class unknown", change: func(r *ledger.ClaimRequest) { r.ToolClass = "write_maybe" }, want: ledger.ErrInvalidToolClass},
+		{name: "key with space", change: func(r *ledger.ClaimRequest) { r.Key = "cart 42" }, want: ledger.ErrInvalidKey},
+		{name: "key 256", change: func(r *ledger.ClaimRequest) { r.Key = strings.Repeat("k", 256) }, want: ledger.ErrInvalidKey},
+		{name: "key non-ASCII", change: func(r *ledger.ClaimRequest) { r.Key = "panier-é" }, want: ledger.ErrInvalidKey},
+		{name: "intent missing", change: func(r *ledger.ClaimRequest) { r.Intent = nil }, want: ledger.ErrInvalidIntent},
+		{name: "intent array", change: func(r *ledger.ClaimRequest) { r.Intent = json.RawMessage(`[{"a":1}]`) }, want: ledger.ErrInvalidIntent},
+		{name: "intent string", change: func(r *ledger.ClaimRequest) { r.Intent = json.RawMessage(`"charge"`) }, want: ledger.ErrInvalidIntent},
+		{name: "intent null", change: func(r *ledger.ClaimRequest) { r.Intent = json.RawMessage(`null`) }, want: ledger.ErrInvalidIntent},
+		{name: "intent duplicate key", change: func(r *ledger.ClaimRequest) { r.Intent = json.RawMessage(`{"a":1,"a":2}`) }, want: ledger.ErrInvalidIntent},
+		{name: "intent trailing data", change: func(r *ledger.ClaimRequest) { r.Intent = json.RawMessage(`{"a":1}{}`) }, want: ledger.ErrInvalidIntent},
+		{name: "intent invalid JSON", change: func(r *ledger.ClaimRequest) { r.Intent = json.RawMessage(`{"a":}`) }, want: ledger.ErrInvalidIntent},
+		{name: "request method GET", change: func(r *ledger.ClaimRequest) { r.Request.Method = "GET" }, want: ledger.ErrInvalidRequest},
+		{name: "request method lower case", change: func(r *ledger.ClaimRequest) { r.Request.Method = "post" }, want: ledger.ErrInvalidRequest},
+		{name: "request path relative", change: func(r *ledger.ClaimRequest) { r.Request.Path = "v1/charges" }, want: ledger.ErrInvalidRequest},
+		{name: "request path empty", change: func(r *ledger.ClaimRequest) { r.Request.Path = "" }, want: ledger.ErrInvalidRequest},
+		{name: "request path with space", change: func(r *ledger.ClaimRequest) { r.Request.Path = "/v1/a b" }, want: ledger.ErrInvalidRequest},
+		{name: "request path 2049", change: func(r *ledger.ClaimRequest) { r.Request.Path = "/" + strings.Repeat("p", 2048) }, want: ledger.ErrInvalidRequest},
+		{name: "request content type header injection", change: func(r *ledger.ClaimRequest) { r.Request.ContentType = "text/plain\r\nX-Evil: 1" }, want: ledger.ErrInvalidRequest},
+		{name: "request content type 256", change: func(r *ledger.ClaimRequest) { r.Request.ContentType = strings.Repeat("c", 256) }, want: ledger.ErrInvalidRequest},
+		{name: "request body too large", change: func(r *ledger.ClaimRequest) {
+			r.Request.Body = strings.Repeat("b", ledger.MaxRequestBody+1)
+		}, want: ledger.ErrInvalidRequest},
+		{name: "request body not UTF-8", change: func(r *ledger.ClaimRequest) { r.Request.Body = "amount=\xff" }, want: ledger.ErrInvalidRequest},
+		{name: "negative replay window", change: func(r *ledger.ClaimRequest) { r.ReplayWindow = -time.Second }, want: ledger.ErrInvalidRequest},
+		{name: "expect negative amount", change: func(r *ledger.ClaimRequest) { r.Expect.Amount = -1 }, want: ledger.ErrInvalidExpect},
+		{name: "expect currency 2 letters", change: func(r *ledger.ClaimRequest) { r.Expect.Currency = "us" }, want: ledger.ErrInvalidExpect},
+		{name: "expect currency 4 letters", change: func(r *ledger.ClaimRequest) { r.Expect.Currency = "usdt" }, want: ledger.ErrInvalidExpect},
+		{name: "expect currency digits", change: func(r *ledger.ClaimRequest) { r.Expect.Currency = "u5d" }, want: ledger.ErrInvalidExpect},
+		{name: "expect currency empty", change: func(r *ledger.ClaimRequest) { r.Expect.Currency = "" }, want: ledger.ErrInvalidExpect},
+		{name: "expect currency non-ASCII", change: func(r *ledger.ClaimRequest) { r.Expect.Currency = "€" }, want: ledger.ErrInvalidExpect},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := validClaimRequest()
+			tt.change(&req)
+			c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("NewClaim = %+v, %v; want %v", c, err, tt.want)
+			}
+			if !ledger.IsInvalid(err) {
+				t.Fatalf("IsInvalid(%v) = false", err)
+			}
+		})
+	}
+}
+
+func TestNewClaimAcceptsBounds(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*ledger.ClaimRequest)
+	}{
+		{name: "as is", change: func(*ledger.ClaimRequest) {}},
+		{name: "no tool_call_id", change: func(r *ledger.ClaimRequest) { r.ToolCallID = "" }},
+		{name: "tool_call_id 255", change: func(r *ledger.ClaimRequest) { r.ToolCallID = strings.Repeat("c", 255) }},
+		{name: "key 255", change: func(r *ledger.ClaimRequest) { r.Key = strings.Repeat("k", 255) }},
+		{name: "key 1", change: func(r *ledger.ClaimRequest) { r.Key = "k" }},
+		{name: "run_id 128", change: func(r *ledger.ClaimRequest) { r.RunID = strings.Repeat("r", 128) }},
+		{name: "vendor 64", change: func(r *ledger.ClaimRequest) { r.Vendor = strings.Repeat("v", 64) }},
+		{name: "every method", change: func(r *ledger.ClaimRequest) { r.Request.Method = "DELETE" }},
+		{name: "no request", change: func(r *ledger.ClaimRequest) { r.Request = nil }},
+		{name: "request without body", change: func(r *ledger.ClaimRequest) { r.Request.Body = "" }},
+		{name: "request body at the limit", change: func(r *ledger.ClaimRequest) {
+			r.Request.Body = strings.Repeat("b", ledger.MaxRequestBody)
+		}},
+		{name: "request path 2048", change: func(r *ledger.ClaimRequest) { r.Request.Path = "/" + strings.Repeat("p", 2047) }},
+		{name: "no expect", change: func(r *ledger.ClaimRequest) { r.Expect = nil }},
+		{name: "expect zero amount", change: func(r *ledger.ClaimRequest) { r.Expect.Amount = 0 }},
+		{name: "no replay window", change: func(r *ledger.ClaimRequest) { r.ReplayWindow = 0 }},
+		{name: "intent 64 deep", change: func(r *ledger.ClaimRequest) {
+			r.Intent = json.RawMessage(`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := validClaimRequest()
+			tt.change(&req)
+			c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0)
+			if err != nil {
+				t.Fatalf("NewClaim: %v", err)
+			}
+			// A valid claim's row must survive the stored JSON form.
+			b, err := json.Marshal(c.Row)
+			if err != nil {
+				t.Fatalf("json.Marshal(row): %v", err)
+			}
+			var back ledger.Row
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatalf("json.Unmarshal(row): %v", err)
+			}
+		})
+	}
+}
+
+func TestOutcomeValidate(t *testing.T) {
+	manyHeaders := map[string]string{}
+	for i := 0; i < 65; i++ {
+		manyHeaders[strings.Repeat("h", i+1)] = "v"
+	}
+	tests := []struct {
+		name    string
+		o       ledger.Outcome
+		wantErr bool
+	}{
+		{name: "response 200", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_1"}},
+		{name: "response 100", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 100}},
+		{name: "response 599", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 599}},
+		{name: "response 99", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 99}, wantErr: true},
+		{name: "response 600", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 600}, wantErr: true},
+		{name: "response without status", o: ledger.Outcome{Kind: ledger.OutcomeResponse}, wantErr: true},
+		{name: "timeout", o: ledger.Outcome{Kind: ledger.OutcomeTimeout}},
+		{name: "timeout with status", o: ledger.Outcome{Kind: ledger.OutcomeTimeout, HTTPStatus: 504}, wantErr: true},
+		{name: "network error", o: ledger.Outcome{Kind: ledger.OutcomeNetworkError}},
+		{name: "network error with status", o: ledger.Outcome{Kind: ledger.OutcomeNetworkError, HTTPStatus: 500}, wantErr: true},
+		{name: "empty kind", o: ledger.Outcome{HTTPStatus: 200}, wantErr: true},
+		{name: "unknown kind", o: ledger.Outcome{Kind: "cancelled"}, wantErr: true},
+		{name: "receipt 255", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: strings.Repeat("r", 255)}},
+		{name: "receipt 256", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: strings.Repeat("r", 256)}, wantErr: true},
+		{name: "receipt with space", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi 1"}, wantErr: true},
+		{name: "64 headers", o: ledger.Outcome{Kind: ledger.OutcomeTimeout, Headers: func() map[string]string {
+			m := map[string]string{}
+			for i := 0; i < 64; i++ {
+				m[strings.Repeat("h", i+1)] = "v"
+			}
+			return m
+		}()}},
+		{name: "65 headers", o: ledger.Outcome{Kind: ledger.OutcomeTimeout, Headers: manyHeaders}, wantErr: true},
+		{name: "one header in two spellings", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 429,
+			Headers: map[string]string{"Stripe-Should-Retry": "true", "stripe-should-retry": "false"}}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.o.Validate()
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ledger.ErrInvalidOutcome) {
+				t.Fatalf("Validate = %v, want ErrInvalidOutcome", err)
+			}
+		})
+	}
+}
+
+func TestEvidenceValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		ev   ledger.Evidence
+		want error
+	}{
+		{name: "webhook success", ev: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "ch_1"}},
+		{name: "webhook progress", ev: ledger.Evidence{Source: ledger.SourceWebhook}},
+		{name: "runtime unknown", ev: ledger.Evidence{Source: ledger.SourceRuntime, Status: ledger.StatusUnknown}},
+		{name: "resolver failed", ev: ledger.Evidence{Source: ledger.SourceResolver, Status: ledger.StatusFailedPoison}},
+		{name: "human succeeded", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Actor: "ops@example.com", Note: "checked the dashboard"}},
+		{name: "human failed", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusFailedPoison}},
+		{name: "no source", ev: ledger.Evidence{Status: ledger.StatusSucceeded}, want: ledger.ErrInvalidEvidence},
+		{name: "unknown source", ev: ledger.Evidence{Source: "email", Status: ledger.StatusSucceeded}, want: ledger.ErrInvalidEvidence},
+		{name: "unknown status", ev: ledger.Evidence{Source: ledger.SourceWebhook, Status: "done"}, want: ledger.ErrInvalidStatus},
+		{name: "back to pending", ev: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusPending}, want: ledger.ErrInvalidStatus},
+		{name: "human unknown", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusUnknown}, want: ledger.ErrInvalidStatus},
+		{name: "human progress", ev: ledger.Evidence{Source: ledger.SourceHuman}, want: ledger.ErrInvalidStatus},
+		{name: "receipt 256", ev: ledger.Evidence{Source: ledger.SourceWebhook, ReceiptID: strings.Repeat("r", 256)}, want: ledger.ErrInvalidEvidence},
+		{name: "receipt with newline", ev: ledger.Evidence{Source: ledger.SourceWebhook, ReceiptID: "ch_1\n"}, want: ledger.ErrInvalidEvidence},
+		{name: "vendor event id 256", ev: ledger.Evidence{Source: ledger.SourceWebhook, VendorEventID: strings.Repeat("e", 256)}, want: ledger.ErrInvalidEvidence},
+		{name: "actor 256", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Actor: strings.Repeat("a", 256)}, want: ledger.ErrInvalidEvidence},
+		{name: "note 1024", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Note: strings.Repeat("n", 1024)}},
+		{name: "note 1025", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Note: strings.Repeat("n", 1025)}, want: ledger.ErrInvalidEvidence},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.ev.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Validate = %v, want %v", err, tt.want)
+			}
+			if !ledger.IsInvalid(err) {
+				t.Fatalf("IsInvalid(%v) = false", err)
+			}
+		})
+	}
+}
+
+func TestListQueryValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		q         ledger.ListQuery
+		want      error
+		wantLimit int
+	}{
+		{name: "defaults", q: ledger.ListQuery{Tenant: "acme"}, wantLimit: ledger.DefaultListLimit},
+		{name: "all filters", q: ledger.ListQuery{Tenant: "acme", Status: ledger.StatusUnknown, RunID: "run-1", Limit: 7, Cursor: "abc"}, wantLimit: 7},
+		{name: "limit 1", q: ledger.ListQuery{Tenant: "acme", Limit: 1}, wantLimit: 1},
+		{name: "limit max", q: ledger.ListQuery{Tenant: "acme", Limit: ledger.MaxListLimit}, wantLimit: ledger.MaxListLimit},
+		{name: "limit over max", q: ledger.ListQuery{Tenant: "acme", Limit: ledger.MaxListLimit + 1}, want: ledger.ErrInvalidListQuery},
+		{name: "negative limit", q: ledger.ListQuery{Tenant: "acme", Limit: -1}, want: ledger.ErrInvalidListQuery},
+		{name: "unknown status", q: ledger.ListQuery{Tenant: "acme", Status: "done"}, want: ledger.ErrInvalidListQuery},
+		{name: "bad run_id", q: ledger.ListQuery{Tenant: "acme", RunID: "run 1"}, want: ledger.ErrInvalidListQuery},
+		{name: "cursor 1024", q: ledger.ListQuery{Tenant: "acme", Cursor: strings.Repeat("c", 1024)}, wantLimit: ledger.DefaultListLimit},
+		{name: "cursor 1025", q: ledger.ListQuery{Tenant: "acme", Cursor: strings.Repeat("c", 1025)}, want: ledger.ErrInvalidListQuery},
+		{name: "no tenant", q: ledger.ListQuery{}, want: ledger.ErrInvalidTenant},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := tt.q
+			err := q.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				if q.Limit != tt.wantLimit {
+					t.Fatalf("Limit after Validate = %d, want %d", q.Limit, tt.wantLimit)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Validate = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDeliveryValidate(t *testing.T) {
+	valid := func() ledger.Delivery {
+		return ledger.Delivery{
+			Tenant: "acme", Vendor: "stripe", EventID: "evt_1", LocalID: "rl_38af6fb5b479712bbaf3bf71cf2e82f3",
+			Evidence: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "ch_1"},
+			At:       t0,
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(*ledger.Delivery)
+		want   error
+	}{
+		{name: "valid", change: func(*ledger.Delivery) {}},
+		{name: "ignored, no evidence", change: func(d *ledger.Delivery) { d.Ignore, d.Evidence = true, ledger.Evidence{} }},
+		{name: "no local id, echoed key", change: func(d *ledger.Delivery) { d.LocalID, d.IdempotencyKey = "", vecKeyAcme }},
+		{name: "bad tenant", change: func(d *ledger.Delivery) { d.Tenant = "" }, want: ledger.ErrInvalidDelivery},
+		{name: "bad vendor", change: func(d *ledger.Delivery) { d.Vendor = "Stripe" }, want: ledger.ErrInvalidDelivery},
+		{name: "no event id", change: func(d *ledger.Delivery) { d.EventID = "" }, want: ledger.ErrInvalidDelivery},
+		{name: "event id 256", change: func(d *ledger.Delivery) { d.EventID = strings.Repeat("e", 256) }, want: ledger.ErrInvalidDelivery},
+		{name: "event id with space", change: func(d *ledger.Delivery) { d.EventID = "evt 1" }, want: ledger.ErrInvalidDelivery},
+		{name: "local id with newline", change: func(d *ledger.Delivery) { d.LocalID = "rl_1\n" }, want: ledger.ErrInvalidDelivery},
+		{name: "idempotency key 256", change: func(d *ledger.Delivery) { d.IdempotencyKey = strings.Repeat("k", 256) }, want: ledger.ErrInvalidDelivery},
+		{name: "evidence from runtime", change: func(d *ledger.Delivery) { d.Evidence.Source = ledger.SourceRuntime }, want: ledger.ErrInvalidDelivery},
+		{name: "evidence back to pending", change: func(d *ledger.Delivery) { d.Evidence.Status = ledger.StatusPending }, want: ledger.ErrInvalidStatus},
+		{name: "ignored but bad event id", change: func(d *ledger.Delivery) { d.Ignore, d.EventID = true, "" }, want: ledger.ErrInvalidDelivery},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := valid()
+			tt.change(&d)
+			err := d.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Validate = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsInvalid(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{ledger.ErrInvalidRunID, true},
+		{ledger.ErrInvalidDelivery, true},
+		{ledger.ErrInvalidStatus, true},
+		{ledger.ErrInvalidAction, true},
+		{ledger.ErrInvalidToolClass, true},
+		{errors.Join(errors.New("x"), ledger.ErrInvalidKey), true},
+		{ledger.ErrInvalidTransition, false},
+		{ledger.ErrFingerprintMismatch, false},
+		{ledger.ErrNotFound, false},
+		{ledger.ErrUnavailable, false},
+		{ledger.ErrCompensationPending, false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		name := "nil"
+		if tt.err != nil {
+			name = tt.err.Error()
+		}
+		t.Run(name, func(t *testing.T) {
+			if got := ledger.IsInvalid(tt.err); got != tt.want {
+				t.Fatalf("IsInvalid(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
