@@ -117,7 +117,7 @@ func canonObject(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 			return errors.New("object member name is not a string")
 		}
 		if seen[name] {
-			return fmt.Errorf("duplicate member name %q", name)
+			return fmt.Errorf("duplicate member name %.32q", name)
 		}
 		seen[name] = true
 		var vb bytes.Buffer
@@ -243,7 +243,7 @@ func writeJCSString(buf *bytes.Buffer, s string) {
 func formatJCSNumber(lit string) (string, error) {
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return "", fmt.Errorf("number %s is out of the IEEE 754 double range", lit)
+		return "", fmt.Errorf("number %.32q is out of the IEEE 754 double range", lit)
 	}
 	if f == 0 {
 		return "0", nil // also -0

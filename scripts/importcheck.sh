@@ -1,28 +1,51 @@
 #!/usr/bin/env bash
 # Checks the import graph of ARCHITECTURE.md §3: dependencies point inward.
+# ledger imports only the standard library; every other package may import
+# only the project packages listed for it (third-party modules are free);
+# only cmd/reconciler wires adapters together.
 set -euo pipefail
 mod=$(go list -m)
 fail=0
-# allowed PKG PATTERN...: every non-stdlib dependency of PKG must match one pattern.
-allowed() {
+
+# internal PKG ALLOWED...: PKG's project dependencies must be among ALLOWED.
+internal() {
 	local pkg=$1; shift
-	local deps
-	deps=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/$pkg" 2>/dev/null | grep -v "^$mod/$pkg\$" || true)
-	for d in $deps; do
-		local ok=0
-		for p in "$@"; do
-			[[ $d == $p ]] && ok=1
-		done
+	[[ -d $pkg ]] && ls "$pkg"/*.go >/dev/null 2>&1 || return 0
+	local d
+	for d in $(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "./$pkg"); do
+		[[ $d == "$mod/$pkg" ]] && continue
+		[[ $d == "$mod"/* ]] || continue
+		local ok=0 a
+		for a in "$@"; do [[ $d == "$mod/$a" ]] && ok=1; done
 		if [[ $ok == 0 ]]; then
-			echo "importcheck: $pkg must not depend on $d" >&2
+			echo "importcheck: $pkg must not import $d" >&2
 			fail=1
 		fi
 	done
 }
-exists() { [[ -d $1 ]] && ls "$1"/*.go >/dev/null 2>&1; }
-exists ledger && allowed ledger
-exists ledger/bolt && allowed ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*"
-exists paging && allowed paging
-exists matcher && allowed matcher "$mod/ledger"
-exists ledger/storetest && allowed ledger/storetest "$mod/ledger" "$mod/ledger/memstore" "github.com/anishathalye/porcupine*"
+
+# ledger: the standard library only.
+for d in $(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./ledger); do
+	if [[ $d != "$mod/ledger" ]]; then
+		echo "importcheck: ledger must import only the standard library, found $d" >&2
+		fail=1
+	fi
+done
+# paging: the standard library only.
+if [[ -d paging ]]; then
+	for d in $(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./paging); do
+		[[ $d == "$mod/paging" ]] || { echo "importcheck: paging must import only the standard library, found $d" >&2; fail=1; }
+	done
+fi
+
+internal ledger/bolt ledger
+internal ledger/postgres ledger
+internal ledger/memstore ledger
+internal ledger/storetest ledger
+internal matcher ledger
+internal webhooks ledger matcher
+internal resolver ledger paging
+internal events ledger
+internal api ledger matcher resolver
+internal client ledger events
 exit $fail
