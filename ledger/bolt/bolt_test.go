@@ -1,0 +1,23 @@
+package bolt_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/ledger/storetest"
+)
+
+// TestConformance runs the suite every ledger.Store passes, on a fresh file
+// per subtest.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) ledger.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Policy: ledger.DefaultPolicy()})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

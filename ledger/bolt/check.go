@@ -1,0 +1,151 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// maxProblems bounds the report of CheckConsistency.
+const maxProblems = 20
+
+// CheckConsistency scans the whole file in one read transaction and checks
+// that every index agrees with the rows: each row is reachable by its local
+// id and through the key index; the due index holds exactly the open rows
+// under their next_check_at; by_time holds exactly one entry per row under
+// its first_seen_at; no index entry dangles. It also checks that the inbox
+// and its time index agree and that every outbox and orphan record decodes.
+//
+// Dangling entries are found by counting: every row's expected entry is
+// looked up, and entries are unique per row, so an index with as many
+// entries as rows that expect one has no extra entry.
+func (s *Store) CheckConsistency(ctx context.Context) error {
+	var problems []error
+	report := func(format string, args ...any) bool {
+		problems = append(problems, fmt.Errorf(format, args...))
+		return len(problems) < maxProblems
+	}
+	err := s.view(ctx, func(tx *boltTx) error {
+		b := func(name []byte) *bolt.Bucket { return tx.bucket(name) }
+		if v := b(bucketMeta).Get(metaSchemaVersion); string(v) != strconv.Itoa(schemaVersion) {
+			report("meta: schema_version %q, want %d", v, schemaVersion)
+		}
+		var rowsN, openN int
+		lids, keys, due, byTime := b(bucketLocalIDs), b(bucketKeys), b(bucketDue), b(bucketByTime)
+		c := b(bucketRows).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if rowsN%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			rowsN++
+			r, err := decodeRow(v)
+			if err != nil {
+				if !report("row %q: %v", k, err) {
+					return nil
+				}
+				continue
+			}
+			ok := true
+			if !bytes.Equal(k, rowKey(r.Tenant, r.Key)) {
+				ok = report("row %q: holds tenant %q key %q", k, r.Tenant, r.Key)
+			}
+			if got := lids.Get([]byte(r.MetadataLocalID)); !bytes.Equal(got, k) {
+				ok = report("row %q: local id %s points to %q", k, r.MetadataLocalID, got)
+			}
+			if keys.Get(keysKey(r.Key, r.Tenant)) == nil {
+				ok = report("row %q: missing from the key index", k)
+			}
+			if r.Status.Open() {
+				openN++
+				if due.Get(dueKey(&r)) == nil {
+					ok = report("row %q: open (%s) but not due at %s", k, r.Status, r.NextCheckAt)
+				}
+			}
+			if byTime.Get(byTimeKey(&r)) == nil {
+				ok = report("row %q: missing from by_time at %s", k, r.FirstSeenAt)
+			}
+			if !ok {
+				return nil
+			}
+		}
+		for _, idx := range []struct {
+			name []byte
+			want int
+		}{{bucketLocalIDs, rowsN}, {bucketKeys, rowsN}, {bucketDue, openN}, {bucketByTime, rowsN}} {
+			if got := b(idx.name).Stats().KeyN; got != idx.want {
+				if !report("%s: %d entries, want %d (dangling entries)", idx.name, got, idx.want) {
+					return nil
+				}
+			}
+		}
+
+		inbox, inboxN := b(bucketInbox), 0
+		ic := inbox.Cursor()
+		for k, v := ic.First(); k != nil; k, v = ic.Next() {
+			inboxN++
+			rec, err := decodeInbox(v)
+			if err != nil {
+				if !report("inbox %q: %v", k, err) {
+					return nil
+				}
+				continue
+			}
+			if b(bucketInboxByTime).Get(inboxByTimeKey(rec.FirstSeen, k)) == nil {
+				if !report("inbox %q: missing from inbox_by_time", k) {
+					return nil
+				}
+			}
+		}
+		if got := b(bucketInboxByTime).Stats().KeyN; got != inboxN {
+			report("inbox_by_time: %d entries, want %d (dangling entries)", got, inboxN)
+		}
+
+		ob := b(bucketOutbox)
+		oc := ob.Cursor()
+		for k, v := oc.First(); k != nil; k, v = oc.Next() {
+			var e ledger.Event
+			if len(k) != 8 {
+				report("outbox key %q: not a sequence number", k)
+			} else if seq := binary.BigEndian.Uint64(k); seq > ob.Sequence() {
+				report("outbox %d: beyond the bucket sequence %d", seq, ob.Sequence())
+			}
+			if err := json.Unmarshal(v, &e); err != nil {
+				report("outbox %q: %v", k, err)
+			}
+			if len(problems) >= maxProblems {
+				return nil
+			}
+		}
+
+		orc := b(bucketOrphans).Cursor()
+		for k, v := orc.First(); k != nil; k, v = orc.Next() {
+			var d ledger.Delivery
+			if err := json.Unmarshal(v, &d); err != nil {
+				report("orphan %q: %v", k, err)
+			} else if !bytes.Equal(k, orphanKey(d)) {
+				report("orphan %q: holds %s/%s/%s", k, d.LocalID, d.Vendor, d.EventID)
+			}
+			if len(problems) >= maxProblems {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("check consistency: %w", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("check consistency: %w", errors.Join(problems...))
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Bucket names. The layout is part of the file format: changing a key or
+// value shape means a new schemaVersion.
+var (
+	bucketRows        = []byte("rows")          // tenant \x00 key → {"v":1,"row":{…}}
+	bucketLocalIDs    = []byte("local_ids")     // metadata_local_id → tenant \x00 key (unique)
+	bucketKeys        = []byte("keys")          // key \x00 tenant → empty (joins on an echoed key)
+	bucketDue         = []byte("due")           // be64(next_check_at) ‖ tenant \x00 key → empty; open rows only
+	bucketByTime      = []byte("by_time")       // tenant \x00 be64(first_seen_at) ‖ key → empty
+	bucketOutbox      = []byte("outbox")        // be64(seq) → JSON ledger.Event
+	bucketInbox       = []byte("inbox")         // vendor \x00 event id → JSON ledger.InboxRecord
+	bucketInboxByTime = []byte("inbox_by_time") // be64(first_seen) ‖ vendor \x00 event id → empty
+	bucketOrphans     = []byte("orphans")       // local id \x00 vendor \x00 event id → JSON ledger.Delivery
+	bucketMeta        = []byte("meta")          // schema_version → decimal
+)
+
+var allBuckets = [][]byte{
+	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
+	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
+}
+
+// metaSchemaVersion is the meta key holding the file's schema version.
+var metaSchemaVersion = []byte("schema_version")
+
+// schemaVersion is the layout this build writes. A file with a higher
+// version was written by a newer build whose layout this one cannot know, so
+// Open refuses it rather than corrupt it.
+const schemaVersion = 1
+
+// rowVersion is the version of the JSON envelope of one row.
+const rowVersion = 1
+
+// sep separates the parts of a compound key. Tenants, keys, vendors, local
+// ids and event ids are all validated printable ASCII, so it cannot occur
+// inside a part and prefix scans are unambiguous.
+const sep = 0x00
+
+// storedRow is the versioned envelope of a row value.
+type storedRow struct {
+	V   int        `json:"v"`
+	Row ledger.Row `json:"row"`
+}
+
+func encodeRow(r ledger.Row) ([]byte, error) {
+	b, err := json.Marshal(storedRow{V: rowVersion, Row: r})
+	if err != nil {
+		// Only a request body that is not valid JSON can fail to encode.
+		return nil, fmt.Errorf("%w: encode row: %v", ledger.ErrInvalidRequest, err)
+	}
+	return b, nil
+}
+
+// decodeRow decodes a stored row. encoding/json copies every string and
+// json.RawMessage it produces, so the result does not alias v (which bbolt
+// owns and reuses once the transaction ends).
+func decodeRow(v []byte) (ledger.Row, error) {
+	var s storedRow
+	if err := json.Unmarshal(v, &s); err != nil {
+		return ledger.Row{}, fmt.Errorf("decode row: %w", err)
+	}
+	if s.V != rowVersion {
+		return ledger.Row{}, fmt.Errorf("decode row: unsupported row version %d", s.V)
+	}
+	return s.Row, nil
+}
+
+// join builds a compound key from its parts separated by sep.
+func join(parts ...string) []byte {
+	n := len(parts) - 1
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, sep)
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+// rowKey is tenant \x00 key: the rows bucket key and the value of local_ids.
+func rowKey(tenant, key string) []byte { return join(tenant, key) }
+
+// splitRowKey splits tenant \x00 key.
+func splitRowKey(k []byte) (tenant, key string, ok bool) {
+	i := bytes.IndexByte(k, sep)
+	if i < 0 {
+		return "", "", false
+	}
+	return string(k[:i]), string(k[i+1:]), true
+}
+
+// timeKey encodes t as 8 big-endian bytes of Unix nanoseconds, so byte
+// order is time order. Times before 1970 clamp to 0 and times after 2262
+// (the int64 nanosecond range) to the maximum; both are far outside any
+// time the ledger stores, and clamping keeps the order total.
+func timeKey(t time.Time) uint64 {
+	switch {
+	case t.Before(minTime):
+		return 0
+	case t.After(maxTime):
+		return math.MaxUint64
+	}
+	return uint64(t.UnixNano())
+}
+
+var (
+	minTime = time.Unix(0, 0)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func appendUint64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+// dueKey is be64(next_check_at) ‖ tenant \x00 key.
+func dueKey(r *ledger.Row) []byte {
+	b := make([]byte, 0, 8+len(r.Tenant)+1+len(r.Key))
+	b = appendUint64(b, timeKey(r.NextCheckAt))
+	return append(b, rowKey(r.Tenant, r.Key)...)
+}
+
+// byTimeKey is tenant \x00 be64(first_seen_at) ‖ key.
+func byTimeKey(r *ledger.Row) []byte {
+	b := make([]byte, 0, len(r.Tenant)+1+8+len(r.Key))
+	b = append(b, r.Tenant...)
+	b = append(b, sep)
+	b = appendUint64(b, timeKey(r.FirstSeenAt))
+	return append(b, r.Key...)
+}
+
+// keysKey is key \x00 tenant.
+func keysKey(key, tenant string) []byte { return join(key, tenant) }
+
+func seqKey(seq uint64) []byte { return appendUint64(make([]byte, 0, 8), seq) }
+
+// inboxKey is vendor \x00 event id.
+func inboxKey(vendor, eventID string) []byte { return join(vendor, eventID) }
+
+// inboxByTimeKey is be64(first_seen) ‖ vendor \x00 event id.
+func inboxByTimeKey(firstSeen time.Time, ik []byte) []byte {
+	b := make([]byte, 0, 8+len(ik))
+	b = appendUint64(b, timeKey(firstSeen))
+	return append(b, ik...)
+}
+
+// orphanKey is local id \x00 vendor \x00 event id.
+func orphanKey(d ledger.Delivery) []byte { return join(d.LocalID, d.Vendor, d.EventID) }
+
+// orphanPrefix is local id \x00.
+func orphanPrefix(localID string) []byte { return append([]byte(localID), sep) }
+
+// cloneBytes copies a slice that bbolt owns.
+func cloneBytes(b []byte) []byte { return append([]byte(nil), b...) }

@@ -1,0 +1,343 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Claim runs ledger.ClaimTx in a group commit.
+func (s *Store) Claim(ctx context.Context, c ledger.Claim) (ledger.ClaimResult, error) {
+	var res ledger.ClaimResult
+	err := s.write(ctx, func(tx *boltTx) error {
+		var err error
+		res, err = ledger.ClaimTx(tx, c, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
+	return res, nil
+}
+
+// Report runs ledger.ReportTx in a group commit.
+func (s *Store) Report(ctx context.Context, tenant, key string, o ledger.Outcome) (ledger.Row, ledger.Change, error) {
+	var (
+		row ledger.Row
+		ch  ledger.Change
+	)
+	err := s.write(ctx, func(tx *boltTx) error {
+		var err error
+		row, ch, err = ledger.ReportTx(tx, tenant, key, o, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, ledger.Change{}, fmt.Errorf("report: %w", err)
+	}
+	return row, ch, nil
+}
+
+// Apply runs ledger.ApplyTx in a group commit.
+func (s *Store) Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error) {
+	var (
+		row ledger.Row
+		ch  ledger.Change
+	)
+	err := s.write(ctx, func(tx *boltTx) error {
+		var err error
+		row, ch, err = ledger.ApplyTx(tx, tenant, key, ev, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, ledger.Change{}, fmt.Errorf("apply: %w", err)
+	}
+	return row, ch, nil
+}
+
+// Ingest runs ledger.IngestTx in a group commit.
+func (s *Store) Ingest(ctx context.Context, d ledger.Delivery) (ledger.IngestResult, error) {
+	var res ledger.IngestResult
+	err := s.write(ctx, func(tx *boltTx) error {
+		var err error
+		res, err = ledger.IngestTx(tx, d, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.IngestResult{}, fmt.Errorf("ingest: %w", err)
+	}
+	return res, nil
+}
+
+// Escalate runs ledger.EscalateTx in a group commit.
+func (s *Store) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
+	var (
+		row ledger.Row
+		ok  bool
+	)
+	err := s.write(ctx, func(tx *boltTx) error {
+		var err error
+		row, ok, err = ledger.EscalateTx(tx, tenant, key, at)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, false, fmt.Errorf("escalate: %w", err)
+	}
+	return row, ok, nil
+}
+
+// Reschedule runs ledger.RescheduleTx in a group commit.
+func (s *Store) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
+	err := s.write(ctx, func(tx *boltTx) error {
+		return ledger.RescheduleTx(tx, tenant, key, next)
+	})
+	if err != nil {
+		return fmt.Errorf("reschedule: %w", err)
+	}
+	return nil
+}
+
+// pruneChunk bounds one prune op, so a large backlog never holds a group
+// (and the callers queued behind it) for long.
+const pruneChunk = 2048
+
+// PruneInbox walks inbox_by_time from the oldest entry and removes every
+// event first seen before cutoff, pruneChunk per group commit.
+func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
+	limit := timeKey(cutoff)
+	total := 0
+	for {
+		var n int
+		err := s.write(ctx, func(tx *boltTx) error {
+			n = 0
+			byTime, in := tx.bucket(bucketInboxByTime), tx.bucket(bucketInbox)
+			var keys [][]byte
+			c := byTime.Cursor()
+			for k, _ := c.First(); k != nil && len(keys) < pruneChunk; k, _ = c.Next() {
+				if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) >= limit {
+					break
+				}
+				keys = append(keys, cloneBytes(k))
+			}
+			if len(keys) > 0 {
+				tx.writes++
+			}
+			for _, k := range keys {
+				if err := byTime.Delete(k); err != nil {
+					return err
+				}
+				if err := in.Delete(k[8:]); err != nil {
+					return err
+				}
+			}
+			n = len(keys)
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune inbox: %w", err)
+		}
+		total += n
+		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}
+
+// AckEvents deletes published outbox records in a group commit.
+func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *boltTx) error {
+		ob := tx.bucket(bucketOutbox)
+		tx.writes++
+		for _, seq := range seqs {
+			if err := ob.Delete(seqKey(seq)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ack events: %w", err)
+	}
+	return nil
+}
+
+// Get reads one row in a read transaction.
+func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Row, error) {
+	var row ledger.Row
+	err := s.view(ctx, func(tx *boltTx) error {
+		var err error
+		row, err = tx.GetRow(tenant, key)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, fmt.Errorf("get: %w", err)
+	}
+	return row, nil
+}
+
+// Due walks the due index from its start: it holds open rows only, ordered
+// by next_check_at, so the walk stops at the first entry after now or at
+// limit, whatever the number of settled rows.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	until := timeKey(now)
+	var rows []ledger.Row
+	err := s.view(ctx, func(tx *boltTx) error {
+		c := tx.bucket(bucketDue).Cursor()
+		rb := tx.bucket(bucketRows)
+		for k, _ := c.First(); k != nil && len(rows) < limit; k, _ = c.Next() {
+			if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) > until {
+				break
+			}
+			v := rb.Get(k[8:])
+			if v == nil {
+				return fmt.Errorf("due entry %q: dangling", k[8:])
+			}
+			r, err := decodeRow(v)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("due: %w", err)
+	}
+	return rows, nil
+}
+
+// PendingEvents returns the first limit outbox records in sequence order.
+func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRecord, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var recs []ledger.OutboxRecord
+	err := s.view(ctx, func(tx *boltTx) error {
+		c := tx.bucket(bucketOutbox).Cursor()
+		for k, v := c.First(); k != nil && len(recs) < limit; k, v = c.Next() {
+			var e ledger.Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("decode outbox record: %w", err)
+			}
+			recs = append(recs, ledger.OutboxRecord{Seq: binary.BigEndian.Uint64(k), Event: e})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	return recs, nil
+}
+
+// List walks the tenant's by_time entries backwards (newest first) from the
+// cursor, applying the status and run_id filters while scanning. The cursor
+// is the by_time position (first_seen_at ‖ key) of the last row returned,
+// base64url-encoded; the next page starts strictly before it, so rows
+// inserted meanwhile never shift a page.
+func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, error) {
+	if err := q.Validate(); err != nil {
+		return ledger.Page{}, err
+	}
+	prefix := append([]byte(q.Tenant), sep)
+	var start []byte // seek target; the walk begins at the entry before it
+	if q.Cursor != "" {
+		pos, ok := decodeCursor(q.Tenant, q.Cursor)
+		if !ok {
+			return ledger.Page{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+		}
+		start = append(append([]byte(nil), prefix...), pos...)
+	} else {
+		// The first key after every tenant \x00 … entry.
+		start = append([]byte(q.Tenant), sep+1)
+	}
+	var page ledger.Page
+	err := s.view(ctx, func(tx *boltTx) error {
+		rb := tx.bucket(bucketRows)
+		c := tx.bucket(bucketByTime).Cursor()
+		k, _ := c.Seek(start)
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		var last []byte
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+			pos := k[len(prefix):]
+			if len(pos) < 9 {
+				return fmt.Errorf("by_time entry %q: malformed", k)
+			}
+			v := rb.Get(rowKey(q.Tenant, string(pos[8:])))
+			if v == nil {
+				return fmt.Errorf("by_time entry %q: dangling", k)
+			}
+			r, err := decodeRow(v)
+			if err != nil {
+				return err
+			}
+			if q.Status != "" && r.Status != q.Status || q.RunID != "" && r.RunID != q.RunID {
+				continue
+			}
+			if len(page.Rows) == q.Limit {
+				// One more match exists: the page has a successor.
+				page.NextCursor = encodeCursor(q.Tenant, last)
+				return nil
+			}
+			page.Rows = append(page.Rows, r)
+			last = cloneBytes(pos)
+		}
+		return nil
+	})
+	if err != nil {
+		return ledger.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return page, nil
+}
+
+// cursorVersion starts every List cursor, so the format can change.
+const cursorVersion = 1
+
+// encodeCursor makes the opaque cursor of a by_time position (first_seen ‖
+// key): a version byte, the position and a 4-byte checksum over the tenant
+// and the position. The checksum is not a secret — a cursor only positions a
+// walk inside the caller's own tenant — it lets List refuse a made-up or
+// damaged cursor, or one from another tenant, instead of guessing.
+func encodeCursor(tenant string, pos []byte) string {
+	b := make([]byte, 0, 1+len(pos)+4)
+	b = append(b, cursorVersion)
+	b = append(b, pos...)
+	b = append(b, cursorSum(tenant, pos)...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(tenant, c string) ([]byte, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 1+8+1+4 || b[0] != cursorVersion {
+		return nil, false
+	}
+	pos, sum := b[1:len(b)-4], b[len(b)-4:]
+	if !bytes.Equal(sum, cursorSum(tenant, pos)) || ledger.ValidateKey(string(pos[8:])) != nil {
+		return nil, false
+	}
+	return pos, true
+}
+
+func cursorSum(tenant string, pos []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("reconciler/bolt list cursor\x00"))
+	h.Write([]byte(tenant))
+	h.Write([]byte{sep})
+	h.Write(pos)
+	return h.Sum(nil)[:4]
+}

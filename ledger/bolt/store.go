@@ -1,0 +1,270 @@
+package bolt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// Policy holds the timings of the rules (zero fields take ledger's defaults).
+	Policy ledger.Policy
+	// LockTimeout bounds the wait for the file lock (default 1 s), so a
+	// second process opening the same file fails fast with ErrLocked.
+	LockTimeout time.Duration
+	// Logger receives open/close and commit-failure records (default: discard).
+	Logger *slog.Logger
+	// MaxGroup caps how many writes one group commit carries (default 512).
+	MaxGroup int
+	// InitialMmapSize is the initial memory map of the file in bytes
+	// (default 1 GiB: address space only). bbolt remaps when the file
+	// outgrows the map, and a remap waits for every open read transaction,
+	// so a map larger than the file keeps writers from stalling on readers.
+	InitialMmapSize int
+	// FreelistSync writes bbolt's freelist on every commit. Off by default:
+	// it costs a page write per commit, and the freelist is rebuilt by a scan
+	// on open instead (a few hundred ms per GiB).
+	FreelistSync bool
+}
+
+// Defaults of Options.
+const (
+	DefaultLockTimeout     = time.Second
+	DefaultMaxGroup        = 512
+	DefaultInitialMmapSize = 1 << 30
+)
+
+// Errors of Open.
+var (
+	// ErrLocked means another process holds the file.
+	ErrLocked = errors.New("locked by another process")
+	// ErrSchemaTooNew means the file was written by a newer build.
+	ErrSchemaTooNew = errors.New("schema version newer than this build")
+)
+
+// errClosed is what every method returns after Close.
+var errClosed = fmt.Errorf("bolt: store closed: %w", ledger.ErrUnavailable)
+
+// Store is the bbolt-backed ledger.Store. It is safe for concurrent use;
+// writes are serialised by one committer goroutine (see the package doc).
+type Store struct {
+	db        *bolt.DB
+	path      string
+	policy    ledger.Policy
+	logger    *slog.Logger
+	maxGroup  int
+	maxYields int
+
+	mu     sync.Mutex
+	queue  []*op
+	closed bool
+
+	wake     chan struct{}
+	loopDone chan struct{}
+	notify   chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+
+	metrics struct {
+		groups, ops, rollbacks atomic.Uint64
+		// runNanos is time spent running ops, commitNanos time spent in
+		// bbolt's commit (spill, page writes, two fdatasyncs).
+		runNanos, commitNanos atomic.Int64
+	}
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the ledger file at path and starts the
+// committer. A file held by another process fails after LockTimeout with
+// ErrLocked; a file of a newer schema fails with ErrSchemaTooNew.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.MaxGroup <= 0 {
+		opts.MaxGroup = DefaultMaxGroup
+	}
+	if opts.InitialMmapSize <= 0 {
+		opts.InitialMmapSize = DefaultInitialMmapSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         opts.LockTimeout,
+		NoFreelistSync:  !opts.FreelistSync,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: opts.InitialMmapSize,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w (waited %s)", path, ErrLocked, opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := initSchema(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s := &Store{
+		db: db, path: path, policy: opts.Policy, logger: opts.Logger,
+		maxGroup: opts.MaxGroup, maxYields: 8,
+		wake:     make(chan struct{}, 1),
+		loopDone: make(chan struct{}),
+		notify:   make(chan struct{}, 1),
+	}
+	go s.commitLoop()
+	s.logger.Info("bolt: store opened", "path", path, "schema_version", schemaVersion)
+	return s, nil
+}
+
+// initSchema refuses a file of a newer schema, then creates the buckets and
+// stamps the version. The check runs in a read transaction first so a newer
+// file is never written to.
+func initSchema(db *bolt.DB) error {
+	readVersion := func(tx *bolt.Tx) (int, bool, error) {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			return 0, false, nil
+		}
+		v := m.Get(metaSchemaVersion)
+		if v == nil {
+			return 0, false, nil
+		}
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			return 0, false, fmt.Errorf("schema version %q: %w", v, err)
+		}
+		return n, true, nil
+	}
+	err := db.View(func(tx *bolt.Tx) error {
+		n, ok, err := readVersion(tx)
+		if err != nil {
+			return err
+		}
+		if ok && n > schemaVersion {
+			return fmt.Errorf("%w: file has %d, this build reads up to %d", ErrSchemaTooNew, n, schemaVersion)
+		}
+		if !ok && tx.Bucket(bucketRows) != nil {
+			return errors.New("rows without a schema version: not a reconciler ledger")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		if m.Get(metaSchemaVersion) == nil {
+			return m.Put(metaSchemaVersion, []byte(strconv.Itoa(schemaVersion)))
+		}
+		return nil
+	})
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Close lets the committer finish every write queued before it, stops it
+// and closes the file. Later calls to any method return ErrUnavailable;
+// Close itself is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		<-s.loopDone
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close %s: %w", s.path, err)
+		}
+		s.logger.Info("bolt: store closed", "path", s.path, "groups", s.metrics.groups.Load(), "ops", s.metrics.ops.Load())
+	})
+	return s.closeErr
+}
+
+// Stats are the committer's counters since Open.
+type Stats struct {
+	// Groups is the number of committed transactions, Ops the writes they
+	// carried (Ops/Groups is the mean group size), Rollbacks the groups
+	// that re-ran without a failed op.
+	Groups, Ops, Rollbacks uint64
+	// RunTime is the time the committer spent running ops, CommitTime the
+	// time bbolt spent committing them (page writes and fdatasyncs).
+	RunTime, CommitTime time.Duration
+}
+
+// Stats returns the committer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Groups: s.metrics.groups.Load(), Ops: s.metrics.ops.Load(), Rollbacks: s.metrics.rollbacks.Load(),
+		RunTime: time.Duration(s.metrics.runNanos.Load()), CommitTime: time.Duration(s.metrics.commitNanos.Load()),
+	}
+}
+
+// signalOutbox wakes the relay without ever blocking the committer; one
+// buffered value stands for any number of commits.
+func (s *Store) signalOutbox() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Notify returns the channel signalled after a commit that appended outbox records.
+func (s *Store) Notify() <-chan struct{} { return s.notify }
+
+// unavailable wraps a bbolt failure (I/O, a closed file) as ErrUnavailable.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("bolt: %s: %w: %w", op, ledger.ErrUnavailable, err)
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// view runs fn in a read transaction. Reads do not go through the
+// committer: bbolt gives each one a consistent snapshot of the last commit.
+func (s *Store) view(ctx context.Context, fn func(*boltTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed() {
+		return errClosed
+	}
+	var fnErr error
+	err := s.db.View(func(btx *bolt.Tx) error {
+		fnErr = fn(newTx(nil, btx))
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+			return errClosed
+		}
+		return unavailable("read", err)
+	}
+	return fnErr
+}

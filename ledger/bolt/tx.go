@@ -1,0 +1,295 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// boltTx implements ledger.Tx over one bbolt transaction. In a group commit
+// several ops share one boltTx, one after another, on the committer
+// goroutine; writes counts mutations so the committer can tell an op that
+// failed without touching the transaction (its error is simply delivered)
+// from one that failed half-way (the group must roll back).
+type boltTx struct {
+	tx      *bolt.Tx
+	store   *Store
+	writes  int
+	wakeSet bool
+	buckets [10]*bolt.Bucket
+}
+
+var _ ledger.Tx = (*boltTx)(nil)
+
+func newTx(s *Store, tx *bolt.Tx) *boltTx { return &boltTx{tx: tx, store: s} }
+
+// bucket returns a bucket handle, looked up once per transaction. Every
+// bucket is created by Open, so a missing one means a damaged file.
+func (t *boltTx) bucket(name []byte) *bolt.Bucket {
+	i := bucketIndex(name)
+	if b := t.buckets[i]; b != nil {
+		return b
+	}
+	b := t.tx.Bucket(name)
+	if b == nil {
+		panic(fmt.Sprintf("bolt: bucket %q missing", name))
+	}
+	t.buckets[i] = b
+	return b
+}
+
+func bucketIndex(name []byte) int {
+	for i, n := range allBuckets {
+		if bytes.Equal(n, name) {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("bolt: unknown bucket %q", name))
+}
+
+// GetRow returns the row stored under tenant and key.
+func (t *boltTx) GetRow(tenant, key string) (ledger.Row, error) {
+	v := t.bucket(bucketRows).Get(rowKey(tenant, key))
+	if v == nil {
+		return ledger.Row{}, ledger.ErrNotFound
+	}
+	return decodeRow(v)
+}
+
+// RowByLocalID follows the local id index to the row.
+func (t *boltTx) RowByLocalID(localID string) (ledger.Row, error) {
+	rk := t.bucket(bucketLocalIDs).Get([]byte(localID))
+	if rk == nil {
+		return ledger.Row{}, ledger.ErrNotFound
+	}
+	v := t.bucket(bucketRows).Get(rk)
+	if v == nil {
+		return ledger.Row{}, fmt.Errorf("local id %s: dangling index entry", localID)
+	}
+	return decodeRow(v)
+}
+
+// TenantsOfKey scans key \x00 in the keys index.
+func (t *boltTx) TenantsOfKey(key string) ([]string, error) {
+	prefix := append([]byte(key), sep)
+	var tenants []string
+	c := t.bucket(bucketKeys).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		tenants = append(tenants, string(k[len(prefix):]))
+	}
+	return tenants, nil
+}
+
+// PutRow writes row and moves its index entries: local id, key→tenant,
+// due (open rows only, keyed by next_check_at) and by_time (first_seen_at).
+// old must be the row as read in this transaction, nil for an insert.
+func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
+	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
+		return fmt.Errorf("put row %s: old row is %s", row.Key, old.Key)
+	}
+	v, err := encodeRow(row)
+	if err != nil {
+		return err
+	}
+	rk := rowKey(row.Tenant, row.Key)
+	rows := t.bucket(bucketRows)
+	if old == nil && rows.Get(rk) != nil {
+		// An insert over a stored row would orphan its index entries.
+		return fmt.Errorf("put row %s: insert over an existing row", row.Key)
+	}
+	t.writes++
+	if err := rows.Put(rk, v); err != nil {
+		return fmt.Errorf("put row: %w", err)
+	}
+
+	lids := t.bucket(bucketLocalIDs)
+	if old == nil || old.MetadataLocalID != row.MetadataLocalID {
+		if cur := lids.Get([]byte(row.MetadataLocalID)); cur != nil && !bytes.Equal(cur, rk) {
+			return fmt.Errorf("%w: local id in use", ledger.ErrFingerprintMismatch)
+		}
+		if old != nil {
+			if err := lids.Delete([]byte(old.MetadataLocalID)); err != nil {
+				return fmt.Errorf("put row: %w", err)
+			}
+		}
+		if err := lids.Put([]byte(row.MetadataLocalID), rk); err != nil {
+			return fmt.Errorf("put row: %w", err)
+		}
+	}
+	if old == nil {
+		if err := t.bucket(bucketKeys).Put(keysKey(row.Key, row.Tenant), nil); err != nil {
+			return fmt.Errorf("put row: %w", err)
+		}
+	}
+
+	due := t.bucket(bucketDue)
+	var newDue []byte
+	if row.Status.Open() {
+		newDue = dueKey(&row)
+	}
+	if old != nil && old.Status.Open() {
+		if oldDue := dueKey(old); !bytes.Equal(oldDue, newDue) {
+			if err := due.Delete(oldDue); err != nil {
+				return fmt.Errorf("put row: %w", err)
+			}
+		}
+	}
+	if newDue != nil {
+		if err := due.Put(newDue, nil); err != nil {
+			return fmt.Errorf("put row: %w", err)
+		}
+	}
+
+	bt := t.bucket(bucketByTime)
+	newBT := byTimeKey(&row)
+	if old != nil {
+		if oldBT := byTimeKey(old); !bytes.Equal(oldBT, newBT) {
+			if err := bt.Delete(oldBT); err != nil {
+				return fmt.Errorf("put row: %w", err)
+			}
+		} else {
+			return nil
+		}
+	}
+	if err := bt.Put(newBT, nil); err != nil {
+		return fmt.Errorf("put row: %w", err)
+	}
+	return nil
+}
+
+// AppendOutbox writes e at the outbox bucket's next sequence. The sequence
+// lives in the bucket header, so a rolled-back group gives its numbers back
+// and commit order is sequence order.
+func (t *boltTx) AppendOutbox(e ledger.Event) error {
+	ob := t.bucket(bucketOutbox)
+	t.writes++
+	seq, err := ob.NextSequence()
+	if err != nil {
+		return fmt.Errorf("append outbox: %w", err)
+	}
+	v, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("append outbox: %w", err)
+	}
+	if err := ob.Put(seqKey(seq), v); err != nil {
+		return fmt.Errorf("append outbox: %w", err)
+	}
+	if !t.wakeSet && t.store != nil {
+		// OnCommit runs only if this bbolt transaction commits, so a
+		// rolled-back group never wakes the relay for records it lost.
+		t.wakeSet = true
+		t.tx.OnCommit(t.store.signalOutbox)
+	}
+	return nil
+}
+
+// GetInbox returns what the inbox remembers of a vendor event.
+func (t *boltTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
+	v := t.bucket(bucketInbox).Get(inboxKey(vendor, eventID))
+	if v == nil {
+		return ledger.InboxRecord{}, ledger.ErrNotFound
+	}
+	return decodeInbox(v)
+}
+
+func decodeInbox(v []byte) (ledger.InboxRecord, error) {
+	var rec ledger.InboxRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return ledger.InboxRecord{}, fmt.Errorf("decode inbox record: %w", err)
+	}
+	return rec, nil
+}
+
+// PutInbox records a vendor event id and keeps inbox_by_time in step, so
+// PruneInbox walks only what it removes.
+func (t *boltTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
+	ik := inboxKey(vendor, eventID)
+	in := t.bucket(bucketInbox)
+	byTime := t.bucket(bucketInboxByTime)
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("put inbox: %w", err)
+	}
+	newBT := inboxByTimeKey(rec.FirstSeen, ik)
+	if cur := in.Get(ik); cur != nil {
+		old, err := decodeInbox(cur)
+		if err != nil {
+			return err
+		}
+		if oldBT := inboxByTimeKey(old.FirstSeen, ik); !bytes.Equal(oldBT, newBT) {
+			t.writes++
+			if err := byTime.Delete(oldBT); err != nil {
+				return fmt.Errorf("put inbox: %w", err)
+			}
+		}
+	}
+	t.writes++
+	if err := in.Put(ik, v); err != nil {
+		return fmt.Errorf("put inbox: %w", err)
+	}
+	if err := byTime.Put(newBT, nil); err != nil {
+		return fmt.Errorf("put inbox: %w", err)
+	}
+	return nil
+}
+
+// Orphans returns the deliveries parked under localID, oldest first (the
+// key orders them by vendor and event id, so they are sorted by At here).
+func (t *boltTx) Orphans(localID string) ([]ledger.Delivery, error) {
+	prefix := orphanPrefix(localID)
+	var out []ledger.Delivery
+	c := t.bucket(bucketOrphans).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var d ledger.Delivery
+		if err := json.Unmarshal(v, &d); err != nil {
+			return nil, fmt.Errorf("decode orphan: %w", err)
+		}
+		out = append(out, d)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}
+
+// PutOrphan parks a delivery under its local id; a redelivery of the same
+// event replaces itself.
+func (t *boltTx) PutOrphan(d ledger.Delivery) error {
+	if d.LocalID == "" {
+		return errors.New("put orphan: no local id")
+	}
+	v, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("put orphan: %w", err)
+	}
+	t.writes++
+	if err := t.bucket(bucketOrphans).Put(orphanKey(d), v); err != nil {
+		return fmt.Errorf("put orphan: %w", err)
+	}
+	return nil
+}
+
+// DeleteOrphans removes every delivery parked under localID. Keys are
+// collected first: deleting under a live bbolt cursor skips entries.
+func (t *boltTx) DeleteOrphans(localID string) error {
+	prefix := orphanPrefix(localID)
+	b := t.bucket(bucketOrphans)
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, cloneBytes(k))
+	}
+	if len(keys) > 0 {
+		t.writes++
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return fmt.Errorf("delete orphans: %w", err)
+		}
+	}
+	return nil
+}
