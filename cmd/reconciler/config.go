@@ -1,0 +1,337 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Config is every setting of ARCHITECTURE.md §9: the top-level settings that
+// also have a flag and an environment variable, and the config file's tenants,
+// tokens, webhook endpoints, paging and event-type tables.
+//
+// The yaml tag is the key in the config file; a `secret` tag marks a value that
+// Redacted (and so every log line) replaces: "true" for the whole value, "url"
+// for the password and credential query parameters of a URL, "endpoint" for
+// everything of a URL but its scheme and host (Slack-style webhook URLs carry
+// their secret in the path).
+type Config struct {
+	// File is the config file that was read ("" when none); --config / RECONCILER_CONFIG.
+	File string `yaml:"-"`
+
+	// Data holds the bbolt file and the embedded NATS store.
+	Data string `yaml:"data"`
+	// HTTP is the listen address of the API, the webhooks and /metrics.
+	HTTP string `yaml:"http"`
+	// Store is "bolt" or a postgres:// URL.
+	Store string `yaml:"store" secret:"url"`
+	// NATSURL names an external NATS server (comma-separated URLs); empty runs an embedded one.
+	NATSURL string `yaml:"nats_url" secret:"url"`
+	// NATSListen is where the embedded NATS server listens.
+	NATSListen string `yaml:"nats_listen"`
+	// BodyLimit caps every request body, read before any JSON decoding.
+	BodyLimit ByteSize `yaml:"body_limit"`
+	// LogLevel is the minimum level logged.
+	LogLevel slog.Level `yaml:"log_level"`
+
+	// Tenants map bearer tokens to tenants. With none configured, serve
+	// creates the tenant "default" (see tokens.go).
+	Tenants []Tenant `yaml:"tenants"`
+	// AdminTokens grant the admin API.
+	AdminTokens []string `yaml:"admin_tokens" secret:"true"`
+
+	Stripe   StripeConfig   `yaml:"stripe"`
+	PayPal   PayPalConfig   `yaml:"paypal"`
+	Standard StandardConfig `yaml:"standard"`
+	Events   EventsConfig   `yaml:"events"`
+
+	// InboxRetention is how long vendor event ids are remembered for dedupe.
+	InboxRetention time.Duration `yaml:"inbox_retention"`
+
+	Resolver ResolverConfig `yaml:"resolver"`
+	Paging   PagingConfig   `yaml:"paging"`
+
+	// EventTypes extends the matcher's default table: vendor → event type → action.
+	EventTypes map[string]map[string]EventAction `yaml:"event_types"`
+
+	// origin says where each value came from, so an error names the line.
+	origin *origin
+}
+
+// Tenant is one customer of the service and the bearer tokens that act for it.
+type Tenant struct {
+	ID     string   `yaml:"id"`
+	Tokens []string `yaml:"tokens" secret:"true"`
+}
+
+// StripeConfig holds the Stripe API (for the resolver) and its webhook endpoints.
+type StripeConfig struct {
+	APIBase string `yaml:"api_base"`
+	APIKey  string `yaml:"api_key" secret:"true"`
+	// ReplayWindow is how long Stripe remembers an idempotency key (24h for API v1 keys, 720h for v2).
+	ReplayWindow time.Duration `yaml:"replay_window"`
+	// SearchLag: a Search miss counts as absence only this long after the last attempt.
+	SearchLag time.Duration    `yaml:"search_lag"`
+	Endpoints []StripeEndpoint `yaml:"endpoints"`
+}
+
+// StripeEndpoint is one webhook endpoint: POST /webhooks/stripe/{name}.
+type StripeEndpoint struct {
+	Name   string `yaml:"name"`
+	Tenant string `yaml:"tenant"`
+	// Secrets are the whsec_ signing secrets; several while one is rotated.
+	Secrets     []string      `yaml:"secrets" secret:"true"`
+	Tolerance   time.Duration `yaml:"tolerance"`
+	MetadataKey string        `yaml:"metadata_key"`
+}
+
+func (e *StripeEndpoint) setDefaults() {
+	e.Tolerance = 5 * time.Minute
+	e.MetadataKey = "metadata_local_id"
+}
+
+// PayPalConfig holds the PayPal API and its webhook endpoints.
+type PayPalConfig struct {
+	APIBase      string        `yaml:"api_base"`
+	ReplayWindow time.Duration `yaml:"replay_window"`
+	// ClientID and ClientSecret authenticate the postback verification and the resolver's calls.
+	ClientID     string           `yaml:"client_id"`
+	ClientSecret string           `yaml:"client_secret" secret:"true"`
+	Endpoints    []PayPalEndpoint `yaml:"endpoints"`
+}
+
+// Verification modes of a PayPal endpoint.
+const (
+	PayPalVerifyOffline  = "offline"  // certificate + CRC32, no call to PayPal
+	PayPalVerifyPostback = "postback" // POST /v1/notifications/verify-webhook-signature
+)
+
+// PayPalEndpoint is one webhook endpoint: POST /webhooks/paypal/{name}.
+type PayPalEndpoint struct {
+	Name   string `yaml:"name"`
+	Tenant string `yaml:"tenant"`
+	// WebhookID is part of the signed message; it plays the secret's role.
+	WebhookID string `yaml:"webhook_id"`
+	Verify    string `yaml:"verify"`
+	// CertURLPrefixes is the allow-list for the attacker-supplied cert URL.
+	CertURLPrefixes []string `yaml:"cert_url_prefixes"`
+	CertCNSuffix    string   `yaml:"cert_cn_suffix"`
+	// CAFile adds roots for fetching and chain-checking certificates (tests).
+	CAFile string `yaml:"ca_file"`
+}
+
+func (e *PayPalEndpoint) setDefaults() {
+	e.Verify = PayPalVerifyOffline
+	e.CertURLPrefixes = []string{"https://api.paypal.com/", "https://api.sandbox.paypal.com/"}
+	e.CertCNSuffix = ".paypal.com"
+}
+
+// StandardConfig holds the Standard Webhooks senders (Resend and others).
+type StandardConfig struct {
+	Endpoints []StandardEndpoint `yaml:"endpoints"`
+}
+
+// StandardEndpoint is one Standard Webhooks sender: POST /webhooks/standard/{name}.
+type StandardEndpoint struct {
+	Name    string   `yaml:"name"`
+	Tenant  string   `yaml:"tenant"`
+	Secrets []string `yaml:"secrets" secret:"true"`
+	// Tolerance bounds the webhook-timestamp in both directions.
+	Tolerance time.Duration `yaml:"tolerance"`
+	// LocalIDPath is the dotted JSON path where the sender echoes our metadata_local_id.
+	LocalIDPath string `yaml:"local_id_path"`
+	// Vendor is the ledger vendor of the rows this sender resolves (defaults to Name).
+	Vendor       string        `yaml:"vendor"`
+	ReplayWindow time.Duration `yaml:"replay_window"`
+}
+
+func (e *StandardEndpoint) setDefaults() {
+	e.Tolerance = 5 * time.Minute
+	e.ReplayWindow = 24 * time.Hour
+}
+
+// EventsConfig names the JetStream stream and the subject prefix of resolutions.
+type EventsConfig struct {
+	Stream        string `yaml:"stream"`
+	SubjectPrefix string `yaml:"subject_prefix"`
+}
+
+// ResolverConfig paces the periodic resolve job.
+type ResolverConfig struct {
+	Interval time.Duration `yaml:"interval"`
+	// Grace leaves a row alone this long after its last attempt.
+	Grace time.Duration `yaml:"grace"`
+	// PendingTTL is the lease of an attempt in flight.
+	PendingTTL time.Duration `yaml:"pending_ttl"`
+}
+
+// PagingConfig says where a human is paged. With neither configured, pages
+// are written to the log.
+type PagingConfig struct {
+	PagerDuty PagerDutyConfig `yaml:"pagerduty"`
+	Webhook   WebhookConfig   `yaml:"webhook"`
+}
+
+// PagerDutyConfig is the Events v2 pager; it is enabled by a routing key.
+type PagerDutyConfig struct {
+	URL        string `yaml:"url"`
+	RoutingKey string `yaml:"routing_key" secret:"true"`
+}
+
+// WebhookConfig is the generic JSON POST pager; it is enabled by a URL.
+type WebhookConfig struct {
+	URL string `yaml:"url" secret:"endpoint"`
+}
+
+// EventAction is what a vendor event type does to a row (ARCHITECTURE §7).
+type EventAction string
+
+// Event actions.
+const (
+	ActionSucceeded EventAction = "succeeded"
+	ActionFailed    EventAction = "failed"
+	ActionProgress  EventAction = "progress" // store the receipt id, no status change
+	ActionIgnore    EventAction = "ignore"
+)
+
+// Valid reports whether a is one of the four actions.
+func (a EventAction) Valid() bool {
+	switch a {
+	case ActionSucceeded, ActionFailed, ActionProgress, ActionIgnore:
+		return true
+	}
+	return false
+}
+
+// DefaultTenant is the tenant serve creates when the config names none.
+const DefaultTenant = "default"
+
+// Default returns the design's defaults: `reconciler serve` with nothing else
+// runs a working single node.
+func Default() Config {
+	return Config{
+		Data:           "./data",
+		HTTP:           "127.0.0.1:8080",
+		Store:          "bolt",
+		NATSListen:     "127.0.0.1:4222",
+		BodyLimit:      1 << 20,
+		LogLevel:       slog.LevelInfo,
+		InboxRetention: 168 * time.Hour,
+		Stripe: StripeConfig{
+			APIBase:      "https://api.stripe.com",
+			ReplayWindow: 24 * time.Hour,
+			SearchLag:    5 * time.Minute,
+		},
+		PayPal: PayPalConfig{
+			APIBase:      "https://api-m.paypal.com",
+			ReplayWindow: 72 * time.Hour,
+		},
+		Events:   EventsConfig{Stream: "RECON", SubjectPrefix: "recon"},
+		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
+		Paging: PagingConfig{
+			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
+		},
+		origin: newOrigin(""),
+	}
+}
+
+// TokenTenants maps each tenant bearer token to its tenant id.
+func (c Config) TokenTenants() map[string]string {
+	m := make(map[string]string)
+	for _, t := range c.Tenants {
+		for _, tok := range t.Tokens {
+			m[tok] = t.ID
+		}
+	}
+	return m
+}
+
+// TenantIDs lists the configured tenant ids in config order.
+func (c Config) TenantIDs() []string {
+	ids := make([]string, 0, len(c.Tenants))
+	for _, t := range c.Tenants {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
+
+// Policy is the ledger's timing policy (api.Options.Policy, the stores).
+func (c Config) Policy() ledger.Policy {
+	return ledger.Policy{PendingTTL: c.Resolver.PendingTTL, Grace: c.Resolver.Grace}
+}
+
+// ReplayWindow is how long vendor honours a replay with the same key
+// (api.Options.ReplayWindow); 0 for a vendor without one, whose open rows are
+// then left to the resolver and humans rather than retried.
+func (c Config) ReplayWindow(vendor string) time.Duration {
+	switch vendor {
+	case "stripe":
+		return c.Stripe.ReplayWindow
+	case "paypal":
+		return c.PayPal.ReplayWindow
+	}
+	for _, e := range c.Standard.Endpoints {
+		if e.Vendor == vendor {
+			return e.ReplayWindow
+		}
+	}
+	return 0
+}
+
+// BoltPath is the bbolt file used when Store is "bolt".
+func (c Config) BoltPath() string { return filepath.Join(c.Data, "reconciler.db") }
+
+// NATSDir is the embedded NATS server's JetStream store.
+func (c Config) NATSDir() string { return filepath.Join(c.Data, "nats") }
+
+// UsesBolt reports whether the embedded store is selected.
+func (c Config) UsesBolt() bool { return c.Store == "bolt" }
+
+// EmbeddedNATS reports whether serve starts its own NATS server.
+func (c Config) EmbeddedNATS() bool { return c.NATSURL == "" }
+
+// LogValue logs the effective configuration with every secret redacted, so
+// slog.Any("config", c) can never leak one.
+func (c Config) LogValue() slog.Value {
+	return slog.AnyValue(document(c.Redacted()))
+}
+
+// String is the redacted form too, for the same reason.
+func (c Config) String() string { return fmt.Sprint(document(c.Redacted())) }
+
+// GoString keeps %#v redacted as well.
+func (c Config) GoString() string { return c.String() }
+
+// clone copies the slices and maps so a caller may change the copy freely.
+func (c Config) clone() Config {
+	out := c
+	out.Tenants = slices.Clone(c.Tenants)
+	for i := range out.Tenants {
+		out.Tenants[i].Tokens = slices.Clone(out.Tenants[i].Tokens)
+	}
+	out.AdminTokens = slices.Clone(c.AdminTokens)
+	out.Stripe.Endpoints = slices.Clone(c.Stripe.Endpoints)
+	for i := range out.Stripe.Endpoints {
+		out.Stripe.Endpoints[i].Secrets = slices.Clone(out.Stripe.Endpoints[i].Secrets)
+	}
+	out.PayPal.Endpoints = slices.Clone(c.PayPal.Endpoints)
+	for i := range out.PayPal.Endpoints {
+		out.PayPal.Endpoints[i].CertURLPrefixes = slices.Clone(out.PayPal.Endpoints[i].CertURLPrefixes)
+	}
+	out.Standard.Endpoints = slices.Clone(c.Standard.Endpoints)
+	for i := range out.Standard.Endpoints {
+		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
+	}
+	if c.EventTypes != nil {
+		out.EventTypes = make(map[string]map[string]EventAction, len(c.EventTypes))
+		for v, m := range c.EventTypes {
+			out.EventTypes[v] = maps.Clone(m)
+		}
+	}
+	return out
+}

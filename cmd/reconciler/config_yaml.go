@@ -1,0 +1,532 @@
+package main
+
+import (
+	"bytes"
+	"encoding"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ConfigError is one problem with the configuration. Where names its source:
+// "reconciler.yaml:12" for the config file, "RECONCILER_HTTP" for the
+// environment, "--http" for a flag, "" for a default or a value set in code.
+// Messages never contain a secret's value.
+type ConfigError struct {
+	Where string
+	Path  string // the setting, spelled as in the file: stripe.endpoints[0].secrets
+	Msg   string
+
+	line int   // for sorting: the file's problems are reported top to bottom
+	err  error // a sentinel for errors.Is, when there is one
+}
+
+func (e *ConfigError) Unwrap() error { return e.err }
+
+// errTooLarge stops loading before validation: the decoded leftovers of a
+// document that blew the node budget would only produce noise.
+var errTooLarge = errors.New("config document too large")
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.Where != "" {
+		b.WriteString(e.Where)
+		b.WriteString(": ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// origin records where each value of a Config came from. It is shared by the
+// copies of a Config (it is written only while loading).
+type origin struct {
+	file   string
+	lines  map[string]int    // path → line in file
+	src    map[string]string // path → "RECONCILER_X" or "--x" for overrides
+	failed map[string]bool   // paths that did not decode: validation skips them
+}
+
+func newOrigin(file string) *origin {
+	return &origin{file: file, lines: map[string]int{}, src: map[string]string{}, failed: map[string]bool{}}
+}
+
+func (o *origin) at(line int) string {
+	if o.file == "" {
+		return "line " + strconv.Itoa(line)
+	}
+	return o.file + ":" + strconv.Itoa(line)
+}
+
+// where locates path, or its nearest ancestor that has a position (a missing
+// key is reported at the mapping that lacks it).
+func (o *origin) where(path string) string {
+	if o == nil {
+		return ""
+	}
+	for p := path; p != ""; p = parentPath(p) {
+		if s, ok := o.src[p]; ok {
+			return s
+		}
+		if l, ok := o.lines[p]; ok {
+			return o.at(l)
+		}
+	}
+	return ""
+}
+
+// lineOf is the file line where (path) reports, 0 for overrides and defaults.
+func (o *origin) lineOf(path string) int {
+	for p := path; p != ""; p = parentPath(p) {
+		if _, ok := o.src[p]; ok {
+			return 0
+		}
+		if l, ok := o.lines[p]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+func (o *origin) line(path string) int {
+	if o == nil {
+		return 0
+	}
+	return o.lines[path]
+}
+
+// skip reports whether path or an ancestor failed to decode; its error is
+// already reported and validating the leftover value would only add noise.
+func (o *origin) skip(path string) bool {
+	if o == nil {
+		return false
+	}
+	for p := path; p != ""; p = parentPath(p) {
+		if o.failed[p] {
+			return true
+		}
+	}
+	return false
+}
+
+func parentPath(p string) string {
+	if strings.HasSuffix(p, "]") {
+		if i := strings.LastIndexByte(p, '['); i >= 0 {
+			return p[:i]
+		}
+	}
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// Limits that keep a hostile or broken file from costing much: aliases can
+// make a small document expand to millions of nodes.
+const (
+	maxNodes     = 100_000
+	maxErrors    = 50
+	maxFileBytes = 4 << 20
+)
+
+// decodeYAML overlays the YAML document data onto c. The document is parsed
+// into a yaml.Node tree first and walked against Config's yaml tags, so that
+// every error can name its line: unknown and duplicate keys, type mismatches,
+// bad durations, and ${VAR} references that the environment does not set.
+// It returns every error found, joined.
+func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string) (err error) {
+	c.origin = newOrigin(file)
+	c.File = file
+	if len(data) > maxFileBytes {
+		return &ConfigError{Where: file, Msg: fmt.Sprintf("config file is larger than %d bytes", maxFileBytes)}
+	}
+	var doc yaml.Node
+	if err := parseYAML(data, &doc); err != nil {
+		return &ConfigError{Where: file, Msg: err.Error()}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil // an empty file is an empty config
+	}
+	d := &yamlDecoder{o: c.origin, getenv: getenv, budget: maxNodes}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		return nil
+	}
+	d.decode(root, reflect.ValueOf(c).Elem(), "", root.Line)
+	return d.err()
+}
+
+// parseYAML reads exactly one document. yaml.v3 is third-party code fed
+// operator input; a panic in it becomes an error rather than a crash.
+func parseYAML(data []byte, doc *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: cannot parse: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("line %d: a second YAML document: the config file holds exactly one", extra.Line)
+	}
+	return nil
+}
+
+type yamlDecoder struct {
+	o      *origin
+	getenv func(string) string
+	errs   []error
+	budget int
+}
+
+func (d *yamlDecoder) err() error { return errors.Join(d.errs...) }
+
+// sortErrors flattens joined errors and orders them: environment and flag
+// problems first, then the file's from top to bottom; past maxErrors the
+// rest are counted, not listed.
+func sortErrors(errs ...error) error {
+	var flat []error
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if err != nil {
+			flat = append(flat, err)
+		}
+	}
+	for _, e := range errs {
+		walk(e)
+	}
+	lineOf := func(err error) int {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return ce.line
+		}
+		return 0
+	}
+	sort.SliceStable(flat, func(i, j int) bool { return lineOf(flat[i]) < lineOf(flat[j]) })
+	if len(flat) > maxErrors {
+		more := len(flat) - maxErrors
+		flat = append(flat[:maxErrors], fmt.Errorf("and %d more problems", more))
+	}
+	return errors.Join(flat...)
+}
+
+func (d *yamlDecoder) fail(line int, path, format string, args ...any) {
+	d.errs = append(d.errs, &ConfigError{Where: d.o.at(line), Path: path, Msg: fmt.Sprintf(format, args...), line: line})
+	if path != "" {
+		d.o.failed[path] = true
+	}
+}
+
+var textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// decode stores node n into v. line is where the value is written (the key's
+// line for a mapping entry), used for positions and errors.
+func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
+	d.budget--
+	if d.budget < 0 {
+		if d.budget == -1 {
+			d.errs = append(d.errs, &ConfigError{Where: d.o.at(line), Msg: fmt.Sprintf("document too large (more than %d nodes after expanding aliases)", maxNodes), line: line, err: errTooLarge})
+		}
+		return
+	}
+	for n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			d.fail(line, path, "alias to an unknown anchor")
+			return
+		}
+		n = n.Alias
+	}
+	if path != "" {
+		d.o.lines[path] = line
+	}
+	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	t := v.Type()
+	switch {
+	case t == durationType || reflect.PointerTo(t).Implements(textUnmarshalerType) || t.Kind() == reflect.String:
+		s, ok := d.scalar(n, path, line)
+		if !ok {
+			return
+		}
+		if err := setScalar(v, s); err != nil {
+			d.fail(line, path, "%v", err)
+		}
+	case t.Kind() == reflect.Struct:
+		if null {
+			return
+		}
+		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
+			f, ok := fieldByYAMLName(t, key.Value)
+			if !ok {
+				d.fail(key.Line, joinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlNames(t), ", "))
+				return
+			}
+			d.decode(val, v.FieldByIndex(f.Index), joinPath(path, key.Value), key.Line)
+		})
+	case t.Kind() == reflect.Slice:
+		if null {
+			v.SetZero()
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			d.fail(line, path, "want a list, got %s", kindName(n))
+			return
+		}
+		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			elem := out.Index(i)
+			if def, ok := elem.Addr().Interface().(interface{ setDefaults() }); ok {
+				def.setDefaults()
+			}
+			d.decode(item, elem, path+"["+strconv.Itoa(i)+"]", item.Line)
+		}
+		v.Set(out)
+	case t.Kind() == reflect.Map:
+		if null {
+			v.SetZero()
+			return
+		}
+		out := reflect.MakeMap(t)
+		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
+			elem := reflect.New(t.Elem()).Elem()
+			d.decode(val, elem, mapPath(path, key.Value), key.Line)
+			out.SetMapIndex(reflect.ValueOf(key.Value).Convert(t.Key()), elem)
+		})
+		v.Set(out)
+	default:
+		// Config holds only the kinds above; a new field kind must be taught here.
+		d.fail(line, path, "internal error: cannot decode into %s", t)
+	}
+}
+
+// mapping walks the entries of a mapping node, refusing duplicate keys,
+// non-scalar keys and merge keys (<<), which would hide where a value came from.
+func (d *yamlDecoder) mapping(n *yaml.Node, path string, line int, each func(key, val *yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(line, path, "want a mapping, got %s", kindName(n))
+		return
+	}
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		if key.Kind != yaml.ScalarNode {
+			d.fail(key.Line, path, "a key must be a plain string, got %s", kindName(key))
+			continue
+		}
+		if key.ShortTag() == "!!merge" {
+			d.fail(key.Line, path, "merge keys (<<) are not supported: write the values out")
+			continue
+		}
+		if first, dup := seen[key.Value]; dup {
+			d.fail(key.Line, mapPath(path, key.Value), "duplicate key (first at line %d)", first)
+			continue
+		}
+		seen[key.Value] = key.Line
+		each(key, val)
+	}
+}
+
+// scalar returns the expanded text of a scalar node.
+func (d *yamlDecoder) scalar(n *yaml.Node, path string, line int) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.fail(line, path, "want a single value, got %s", kindName(n))
+		return "", false
+	}
+	if n.ShortTag() == "!!null" {
+		return "", true
+	}
+	s, missing, err := expandEnv(n.Value, d.getenv)
+	if err != nil {
+		d.fail(line, path, "%v", err)
+		return "", false
+	}
+	if len(missing) > 0 {
+		for _, name := range missing {
+			d.fail(line, path, "${%s} is not set in the environment", name)
+		}
+		return "", false
+	}
+	return s, true
+}
+
+// setScalar parses s into v: a Go duration, a TextUnmarshaler (ByteSize,
+// slog.Level) or a string. Errors quote s: callers use it for non-secrets only.
+func setScalar(v reflect.Value, s string) error {
+	t := v.Type()
+	switch {
+	case t == durationType:
+		dur, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("invalid duration %q: want a Go duration such as 90s or 15m", s)
+		}
+		v.SetInt(int64(dur))
+	case reflect.PointerTo(t).Implements(textUnmarshalerType):
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
+			return err
+		}
+	case t.Kind() == reflect.String:
+		v.SetString(s)
+	default:
+		return fmt.Errorf("internal error: cannot set %s", t)
+	}
+	return nil
+}
+
+// expandEnv replaces each ${NAME} in s with getenv(NAME); "$${" is a literal
+// "${". A lone "$" is kept, so a secret containing "$" needs no escaping.
+// An empty variable counts as unset: every place a ${VAR} is useful (tokens,
+// secrets, keys) is wrong when empty. The names of unset variables are
+// returned, never their values (there are none).
+func expandEnv(s string, getenv func(string) string) (string, []string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil, nil
+	}
+	var b strings.Builder
+	var missing []string
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		if i > 0 && s[i-1] == '$' { // $${ → ${
+			b.WriteString(s[:i])
+			b.WriteString("{")
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", nil, errors.New("unterminated ${ (write $${ for a literal ${)")
+		}
+		name := s[i+2 : i+end]
+		if !validEnvName(name) {
+			return "", nil, fmt.Errorf("bad variable name %q in ${...}: want [A-Za-z_][A-Za-z0-9_]*", truncate(name, 40))
+		}
+		val := ""
+		if getenv != nil {
+			val = getenv(name)
+		}
+		if val == "" {
+			missing = append(missing, name)
+		}
+		b.WriteString(val)
+		s = s[i+end+1:]
+	}
+	return b.String(), missing, nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return "a single value"
+	case yaml.AliasNode:
+		return "an alias"
+	default:
+		return "a document"
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// mapPath names a map entry; keys with dots (event types) are quoted so the
+// path stays unambiguous.
+func mapPath(path, key string) string {
+	if key != "" && !strings.ContainsAny(key, ".[]\" ") {
+		return joinPath(path, key)
+	}
+	return path + "[" + strconv.Quote(key) + "]"
+}
+
+func fieldByYAMLName(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if yamlName(f) == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func yamlNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		if n := yamlName(t.Field(i)); n != "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// fieldByPath finds the field of a top-level setting ("resolver.interval").
+func fieldByPath(v reflect.Value, path string) (reflect.Value, bool) {
+	for _, name := range strings.Split(path, ".") {
+		if v.Kind() != reflect.Struct {
+			return reflect.Value{}, false
+		}
+		f, ok := fieldByYAMLName(v.Type(), name)
+		if !ok {
+			return reflect.Value{}, false
+		}
+		v = v.FieldByIndex(f.Index)
+	}
+	return v, true
+}

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Main is the program: main.go only parses the command line into it, runs it
+// and closes it on a signal. Its fields are exported so a test can drive the
+// real program with a t.TempDir(), its own environment and port 0.
+type Main struct {
+	// Config is the effective configuration; ParseFlags fills it in.
+	Config Config
+	// Command is the subcommand ParseFlags chose ("serve" by default).
+	Command string
+
+	Stdout io.Writer // --help
+	Stderr io.Writer // the JSON log, when Logger is nil
+	// Getenv reads the environment: RECONCILER_* settings and ${VAR} in the config file.
+	Getenv func(string) string
+	// Logger is built by Run from Config.LogLevel (JSON to Stderr) when nil.
+	Logger *slog.Logger
+	// Now is the clock handed to every component.
+	Now func() time.Time
+	// Rand is the randomness of generated tokens.
+	Rand io.Reader
+
+	mu       sync.Mutex
+	closers  [numStages][]namedCloser
+	closed   bool
+	httpAddr string
+	fatal    chan error
+}
+
+// NewMain returns a Main reading the process's environment and clock.
+func NewMain() *Main {
+	return &Main{
+		Config: Default(),
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Getenv: os.Getenv,
+		Now:    time.Now,
+		Rand:   rand.Reader,
+		fatal:  make(chan error, 1),
+	}
+}
+
+// Subcommands that later issues implement; until then they exit 2.
+var placeholderCommands = []string{"drill", "send-fixture", "ledger"}
+
+// ParseFlags chooses the subcommand and loads the configuration from flags,
+// the environment and the config file. It returns flag.ErrHelp after printing
+// the help to Stdout; ExitCode maps every error to the process's status.
+func (m *Main) ParseFlags(_ context.Context, args []string) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	m.Command = cmd
+	switch {
+	case cmd == "serve":
+	case cmd == "help":
+		m.usage(m.Stdout)
+		return flag.ErrHelp
+	case slices.Contains(placeholderCommands, cmd):
+		return &exitError{code: 2, err: fmt.Errorf("%s: not implemented yet", cmd)}
+	default:
+		return &exitError{code: 2, err: fmt.Errorf("unknown command %q (run reconciler --help)", cmd)}
+	}
+
+	fs := flag.NewFlagSet("reconciler serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // we print our own help and one-line errors
+	var configPath string
+	configSet := false
+	fs.Func("config", "YAML config file", func(s string) error { configPath, configSet = s, true; return nil })
+	values := map[string]string{}
+	for _, s := range settings {
+		if f := s.flag(); f != "" {
+			fs.Func(f, s.usage, func(v string) error { values[s.key] = v; return nil })
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			m.usage(m.Stdout)
+			return err
+		}
+		return &exitError{code: 2, err: fmt.Errorf("%w (run reconciler --help)", err)}
+	}
+	if fs.NArg() > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q (run reconciler --help)", fs.Arg(0))}
+	}
+	if !configSet {
+		configPath = m.getenv(envConfig)
+	}
+	cfg, err := LoadConfig(configPath, m.getenv, values)
+	m.Config = cfg
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// Run starts the service and returns once it serves; the components run
+// until Close. ctx bounds start-up only (connecting to the store and NATS).
+func (m *Main) Run(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: m.Config.LogLevel}))
+	}
+	if m.fatal == nil {
+		m.fatal = make(chan error, 1)
+	}
+	if err := m.Config.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := os.MkdirAll(m.Config.Data, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := m.ensureTokens(); err != nil {
+		return err
+	}
+	// The one line that shows the effective configuration; Config.LogValue redacts it.
+	m.Logger.Info("starting reconciler", "command", m.Command, "config", m.Config)
+
+	handler := http.NewServeMux()
+	handler.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+
+	// wiring: the lead adds the components here, in dependency order, each
+	// registering its closer with m.onClose in its shutdown stage:
+	//   store    ledger/bolt at m.Config.BoltPath(), or ledger/postgres for a
+	//            postgres:// m.Config.Store                      → stageStore
+	//   NATS     embedded in m.Config.NATSDir() on NATSListen, or
+	//            m.Config.NATSURL                                → stageNATS
+	//   relay    events.Relay outbox → JetStream (Events.Stream) → stageRelay (drain)
+	//   resolver resolver.New(..., Resolver, Stripe, PayPal, paging) → stageResolver
+	//   API      api + webhooks (echo) on the listener below, replacing
+	//            handler; TokenTenants(), AdminTokens, BodyLimit, EventTypes
+	// A component that stops on its own after start-up reports through m.fail.
+	_ = ctx
+
+	ln, err := net.Listen("tcp", m.Config.HTTP)
+	if err != nil {
+		return fmt.Errorf("listen http: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second, // slow-loris guard; bodies are capped by BodyLimit
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan struct{})
+	go func() { // owner: Main; exits when the "http" closer shuts the server down
+		defer close(served)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			m.fail(fmt.Errorf("http: %w", err))
+		}
+	}()
+	m.onClose(stageHTTP, "http", func(ctx context.Context) error {
+		err := srv.Shutdown(ctx) // stops intake, waits for requests in flight
+		if err != nil {
+			_ = srv.Close() // the deadline passed: cut the stragglers
+		}
+		<-served
+		return err
+	})
+	m.mu.Lock()
+	m.httpAddr = ln.Addr().String()
+	m.mu.Unlock()
+	m.Logger.Info("listening", "http", ln.Addr().String())
+	return nil
+}
+
+// HTTPAddr is the address the HTTP server bound, "" before Run. With http
+// set to 127.0.0.1:0 it tells a test the port.
+func (m *Main) HTTPAddr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.httpAddr
+}
+
+// Err delivers the first error of a component that stopped on its own after
+// Run returned; main shuts down on it as on a signal.
+func (m *Main) Err() <-chan error { return m.fatal }
+
+func (m *Main) fail(err error) {
+	select {
+	case m.fatal <- err:
+	default: // one is enough to shut down
+	}
+}
+
+// Shutdown stages, in the order Close runs them (STYLE.md "Shutdown order"):
+// stop taking work in, stop making vendor calls, flush what was committed to
+// NATS while NATS is still up, and close the store last because everything
+// above may still write to it.
+type stage int
+
+const (
+	stageHTTP     stage = iota // stop intake: no new claims or webhooks
+	stageResolver              // no new vendor lookups, replays or pages
+	stageRelay                 // drain the outbox to JetStream
+	stageNATS                  // the connection, then the embedded server
+	stageStore                 // last
+	numStages
+)
+
+type namedCloser struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// onClose registers fn to run in stage s of Close. Within a stage closers run
+// in reverse order of registration, like defers.
+func (m *Main) onClose(s stage, name string, fn func(context.Context) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closers[s] = append(m.closers[s], namedCloser{name: name, fn: fn})
+}
+
+// Close shuts the program down stage by stage within ctx's deadline. Every
+// closer runs even when the deadline has passed (it then closes hard rather
+// than gracefully), so the store's file lock is always released. A second
+// Close does nothing.
+func (m *Main) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	closers := m.closers
+	m.mu.Unlock()
+
+	m.log().Info("shutting down")
+	var errs []error
+	for s := range numStages {
+		list := closers[s]
+		for i := len(list) - 1; i >= 0; i-- {
+			c := list[i]
+			if err := c.fn(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", c.name, err))
+			}
+			m.log().Debug("closed", "component", c.name)
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		m.log().Error("shut down with errors", "err", err)
+	} else {
+		m.log().Info("shut down")
+	}
+	return err
+}
+
+func (m *Main) log() *slog.Logger {
+	if m.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Logger
+}
+
+func (m *Main) getenv(k string) string {
+	if m.Getenv == nil {
+		return ""
+	}
+	return m.Getenv(k)
+}
+
+// exitError carries a process status other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// ExitCode is the process status for err: 0 for none and for --help, 2 for
+// a usage error or a command not implemented yet, 1 otherwise.
+func ExitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		return 1
+	}
+}
+
+// oneLine folds joined errors into one line for stderr.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// usage prints the commands and every flag with its environment variable,
+// config key and default.
+func (m *Main) usage(w io.Writer) {
+	def := Default()
+	root := reflect.ValueOf(&def).Elem()
+	var b strings.Builder
+	b.WriteString(`Usage:
+  reconciler [serve] [flags]               run the service (the default command)
+  reconciler drill [--json]                run the duplicate-delivery drills (not implemented yet)
+  reconciler send-fixture NAME --url URL   sign and post a vendor fixture (not implemented yet)
+  reconciler ledger list|show|resolve      an operator's view of rows (not implemented yet)
+
+Flags of serve. Each setting has a flag, an environment variable and a
+config-file key; a flag beats the environment, which beats the config file,
+which beats the default. Durations are Go durations (90s, 15m).
+
+`)
+	row := func(flagName, env, key, deflt, usage string) {
+		fmt.Fprintf(&b, "  %-36s %-40s %s\n", flagName, env, "default: "+deflt)
+		if key != "" {
+			usage += " (config key: " + key + ")"
+		}
+		fmt.Fprintf(&b, "      %s\n", usage)
+	}
+	row("--config PATH", envConfig, "", "none", "YAML config file: tenants, tokens, webhook endpoints, paging, event types")
+	var envOnly []setting
+	for _, s := range settings {
+		if s.envOnly {
+			envOnly = append(envOnly, s)
+			continue
+		}
+		row("--"+s.flag()+" "+metavar(root, s.key), s.env(), s.key, defaultText(root, s.key), s.usage)
+	}
+	b.WriteString("\nSecrets: environment or config file only (a flag would show them in the process list).\n\n")
+	for _, s := range envOnly {
+		row("", s.env(), s.key, defaultText(root, s.key), s.usage)
+	}
+	fmt.Fprintf(&b, `
+Tokens when the config file names no tenants or no admin_tokens:
+  %-36s token of tenant %q; unset: %s, generated on the first start (mode 0600)
+  %-36s admin token; unset: %s, generated likewise
+The log names the token files, never a token. ${VAR} in the config file is
+read from the environment; an unset variable stops start-up.
+`, envToken, DefaultTenant, "<data>/"+tokenFile, envAdminToken, "<data>/"+adminTokenFile)
+	_, _ = io.WriteString(w, b.String())
+}
+
+func defaultText(root reflect.Value, key string) string {
+	f, ok := fieldByPath(root, key)
+	if !ok {
+		return "?"
+	}
+	s := fmt.Sprint(documentValue(f))
+	if s == "" {
+		if key == "nats_url" {
+			return "none (embedded server)"
+		}
+		return "none"
+	}
+	return s
+}
+
+// metavar names the kind of value a flag takes, for the help.
+func metavar(root reflect.Value, key string) string {
+	f, ok := fieldByPath(root, key)
+	switch {
+	case !ok:
+		return "VALUE"
+	case f.Type() == durationType:
+		return "DURATION"
+	case f.Type() == reflect.TypeFor[ByteSize]():
+		return "SIZE"
+	case f.Type() == levelType:
+		return "LEVEL"
+	case strings.HasSuffix(key, "url") || strings.HasSuffix(key, "api_base") || key == "store":
+		return "URL"
+	case key == "http" || strings.HasSuffix(key, "listen"):
+		return "ADDR"
+	case key == "data":
+		return "DIR"
+	default:
+		return "NAME"
+	}
+}
