@@ -134,28 +134,15 @@ func (m *Main) Run(ctx context.Context) error {
 	// The one line that shows the effective configuration; Config.LogValue redacts it.
 	m.Logger.Info("starting reconciler", "command", m.Command, "config", m.Config)
 
-	handler := http.NewServeMux()
-	handler.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	})
-
-	// wiring: the lead adds the components here, in dependency order, each
-	// registering its closer with m.onClose in its shutdown stage:
-	//   store    ledger/bolt at m.Config.BoltPath(), or ledger/postgres for a
-	//            postgres:// m.Config.Store                      → stageStore
-	//   NATS     embedded in m.Config.NATSDir() on NATSListen, or
-	//            m.Config.NATSURL                                → stageNATS
-	//   relay    events.Relay outbox → JetStream (Events.Stream) → stageRelay (drain)
-	//   resolver resolver.New(..., Resolver, Stripe, PayPal, paging) → stageResolver
-	//   API      api + webhooks (echo) on the listener below, replacing
-	//            handler; TokenTenants(), AdminTokens, BodyLimit, EventTypes
-	// A component that stops on its own after start-up reports through m.fail.
-	_ = ctx
-
+	// Listen first: a taken port fails before anything else starts.
 	ln, err := net.Listen("tcp", m.Config.HTTP)
 	if err != nil {
-		return fmt.Errorf("listen http: %w", err)
+		return fmt.Errorf("listen http %s: %w", m.Config.HTTP, errors.Unwrap(err))
+	}
+	handler, err := m.wire(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return err
 	}
 	srv := &http.Server{
 		Handler:           handler,

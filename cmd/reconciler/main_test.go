@@ -50,7 +50,12 @@ func newTestMain(t *testing.T, env map[string]string) *testMain {
 	t.Helper()
 	m := NewMain()
 	tm := &testMain{Main: m, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
-	m.Getenv = mapEnv(env)
+	// Never the machine's NATS port: an embedded server on a random one.
+	withNATS := map[string]string{"RECONCILER_NATS_LISTEN": "127.0.0.1:0"}
+	for k, v := range env {
+		withNATS[k] = v
+	}
+	m.Getenv = mapEnv(withNATS)
 	m.Stdout, m.Stderr = tm.stdout, tm.stderr
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -111,7 +116,7 @@ func TestMainServe(t *testing.T) {
 	// Secrets from the environment settings, too.
 	env["RECONCILER_PAYPAL_CLIENT_SECRET"] = "env-SeKrEt-0009"
 	env["RECONCILER_PAGING_WEBHOOK_URL"] = "https://hooks.example/env-SeKrEt-0010"
-	m := startMain(t, env, "serve", "--config", "testdata/full.yaml", "--data", data, "--http", "127.0.0.1:0", "--log-level", "debug")
+	m := startMain(t, env, "serve", "--config", "testdata/full.yaml", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-level", "debug")
 
 	addr := m.HTTPAddr()
 	if addr == "" || strings.HasSuffix(addr, ":0") {
@@ -123,7 +128,7 @@ func TestMainServe(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || string(body) != `{"status":"ok"}` {
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"status":"ok"}` {
 		t.Errorf("GET /healthz = %d %s", resp.StatusCode, body)
 	}
 	fi, err := os.Stat(data)

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
+)
+
+// store is everything serve needs of a ledger store.
+type store interface {
+	ledger.Store
+}
+
+// wire builds the components of `serve` in dependency order — store, NATS,
+// stream, relay, API — registering each one's closer in its shutdown stage,
+// and returns the HTTP handler. On error the closers registered so far still
+// run in Close.
+func (m *Main) wire(ctx context.Context) (http.Handler, error) {
+	cfg := m.Config
+	log := m.Logger
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	st, err := m.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	nc, js, err := m.connectNATS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix}); err != nil {
+		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
+	}
+
+	relay, err := events.NewRelay(st, js, events.RelayOptions{
+		Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Logger: log.With("component", "relay"), Registerer: reg, Now: m.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.goUntilClose(stageRelay, "relay", relay.Run)
+	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
+		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
+	})
+
+	srv, err := api.New(api.Options{
+		Store:        st,
+		Tokens:       cfg.TokenTenants(),
+		AdminTokens:  cfg.AdminTokens,
+		BodyLimit:    int64(cfg.BodyLimit),
+		Policy:       cfg.Policy(),
+		ReplayWindow: cfg.ReplayWindow,
+		Ready: []api.ReadyCheck{
+			{Name: "store", Check: func(ctx context.Context) error {
+				_, err := st.Get(ctx, DefaultTenant, "readyz")
+				if errors.Is(err, ledger.ErrNotFound) {
+					return nil
+				}
+				return err
+			}},
+			{Name: "nats", Check: func(context.Context) error {
+				if s := nc.Status(); s != nats.CONNECTED {
+					return fmt.Errorf("nats %s", strings.ToLower(s.String()))
+				}
+				return relay.Healthy()
+			}},
+		},
+		Registerer: reg, Gatherer: reg,
+		Logger: log.With("component", "api"),
+		Now:    m.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return srv.Handler(), nil
+}
+
+// openStore opens the ledger store named by --store.
+func (m *Main) openStore(_ context.Context) (store, error) {
+	cfg := m.Config
+	if !cfg.UsesBolt() {
+		return nil, fmt.Errorf("store %s: only bolt is available in this build", redactURL(cfg.Store))
+	}
+	st, err := bolt.Open(cfg.BoltPath(), bolt.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "bolt")})
+	if err != nil {
+		return nil, err
+	}
+	m.onClose(stageStore, "store", func(context.Context) error { return st.Close() })
+	return st, nil
+}
+
+// connectNATS starts the embedded server (no --nats-url) or dials the
+// external one, and returns a connection with JetStream.
+func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+	cfg := m.Config
+	url := cfg.NATSURL
+	if cfg.EmbeddedNATS() {
+		opts := events.DefaultServerOptions(cfg.NATSDir(), m.Logger.With("component", "nats"))
+		opts.Listen = cfg.NATSListen
+		ns, err := events.StartServer(ctx, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		m.onClose(stageNATS, "nats-server", ns.Shutdown)
+		url = ns.ClientURL()
+	}
+	nc, js, err := events.Connect(url, m.Logger.With("component", "nats"))
+	if err != nil {
+		return nil, nil, err
+	}
+	// Registered after the server, so it closes first (closers in a stage run
+	// in reverse order).
+	m.onClose(stageNATS, "nats-conn", func(context.Context) error { nc.Close(); return nil })
+	return nc, js, nil
+}
+
+// goUntilClose runs fn in a goroutine owned by Main until Close reaches
+// stage s, which cancels fn's context and waits for it to return. An error
+// before that shuts the program down.
+func (m *Main) goUntilClose(s stage, name string, fn func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			m.fail(fmt.Errorf("%s: %w", name, err))
+		}
+	}()
+	m.onClose(s, name, func(cctx context.Context) error {
+		cancel()
+		select {
+		case <-done:
+			return nil
+		case <-cctx.Done():
+			return fmt.Errorf("%s did not stop: %w", name, cctx.Err())
+		}
+	})
+}
+
+// inboxPruner is the part of the store the pruning loop needs.
+type inboxPruner interface {
+	PruneInbox(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// pruneInbox forgets vendor event ids older than retention, hourly. Vendors
+// retry for about three days; retention is at least that (config checks).
+func pruneInbox(ctx context.Context, st inboxPruner, retention time.Duration, now func() time.Time, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) error {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := st.PruneInbox(ctx, now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("inbox pruning failed", "err", err)
+		case n > 0:
+			log.Info("inbox pruned", "removed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
