@@ -42,6 +42,7 @@ type Main struct {
 	closers  [numStages][]namedCloser
 	closed   bool
 	httpAddr string
+	natsURL  string
 	fatal    chan error
 }
 

@@ -124,6 +124,9 @@ func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream
 	if err != nil {
 		return nil, nil, err
 	}
+	m.mu.Lock()
+	m.natsURL = url
+	m.mu.Unlock()
 	// Registered after the server, so it closes first (closers in a stage run
 	// in reverse order).
 	m.onClose(stageNATS, "nats-conn", func(context.Context) error { nc.Close(); return nil })
@@ -180,4 +183,12 @@ func pruneInbox(ctx context.Context, st inboxPruner, retention time.Duration, no
 		case <-t.C:
 		}
 	}
+}
+
+// NATSURL is the NATS server the program publishes to ("" before Run): the
+// embedded server's client URL, or --nats-url. Tests subscribe through it.
+func (m *Main) NATSURL() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.natsURL
 }

@@ -1,0 +1,97 @@
+// Command httpload measures the claim API against a bare echo server in one
+// process, and the relay lag of outcome events; see internal/httpload.
+//
+//	go run ./cmd/httpload [-duration 10s] [-conns 64] [-json] [-cpuprofile cpu.out]
+//
+// It exits 1 when a target cannot start, any request failed, or an event is
+// missing after the drain; 2 on bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+
+	"github.com/agentledger/reconciler/internal/httpload"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := httpload.DefaultConfig()
+	fs := flag.NewFlagSet("httpload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "concurrent keep-alive connections per target")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up per phase-1 target, not measured")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per phase-1 target")
+	fs.DurationVar(&cfg.LagDuration, "lag-duration", cfg.LagDuration, "phase 2 (claim + outcome, relay lag) duration; 0 skips it")
+	fs.Float64Var(&cfg.LagRate, "lag-rate", cfg.LagRate, "phase 2 pairs per second; 0 = as fast as the connections go")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait for every event after phase 2")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one HTTP request")
+	fs.BoolVar(&cfg.SkipBare, "skip-bare", false, "measure only the real target (profiling)")
+	fs.BoolVar(&cfg.APILog, "api-log", cfg.APILog, "the API logs JSON at info as serve does (into io.Discard)")
+	fs.StringVar(&cfg.Dir, "dir", "", "parent of the temporary data directory (default: the system temp dir)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	verbose := fs.Bool("v", false, "progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "httpload: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "httpload: %v\n", err)
+		return 2
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "httpload: cpu profile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "httpload: cpu profile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep, err := httpload.Run(ctx, cfg)
+	if rep != nil {
+		write := rep.WriteTable
+		if *asJSON {
+			write = rep.WriteJSON
+		}
+		if werr := write(stdout); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "httpload: %v\n", err)
+		return 1
+	}
+	if n := rep.ErrorCount(); n > 0 {
+		fmt.Fprintf(stderr, "httpload: %d requests failed; the figures are not a valid measurement\n", n)
+		return 1
+	}
+	return 0
+}
