@@ -126,6 +126,9 @@ type Event struct {
 	Source        Source    `json:"source"`
 	VendorEventID string    `json:"vendor_event_id,omitempty"`
 	At            time.Time `json:"at"`
+	// PagedAt is set when a human was paged for this row; a settling event
+	// with it tells the pager to resolve the page (same dedup key).
+	PagedAt time.Time `json:"paged_at,omitzero"`
 }
 
 // EventEscalated is the event status published when a row is paged.
@@ -145,6 +148,6 @@ func newEvent(r *Row, status string, src Source, vendorEventID string, at time.T
 	return Event{
 		Key: r.Key, Tenant: r.Tenant, RunID: r.RunID, Tool: r.Tool, ToolCallID: r.ToolCallID,
 		Status: status, ReceiptID: r.UpstreamReceiptID, Source: src, VendorEventID: vendorEventID,
-		At: at.UTC(),
+		At: at.UTC(), PagedAt: r.PagedAt,
 	}
 }
