@@ -24,7 +24,12 @@ type Event struct {
 	Amount   *int64
 	Currency string
 	Livemode bool
-	Created  time.Time
+	// Created is the vendor's time of the event (whole seconds for Stripe);
+	// never used for ordering.
+	Created time.Time
+	// Received is when this process accepted the delivery (the injected
+	// clock); it stamps the evidence and the inbox record.
+	Received time.Time
 	// Raw is the verified request body, unmodified. Never logged.
 	Raw []byte
 }

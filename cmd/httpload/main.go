@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "concurrent keep-alive connections per target")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up per phase-1 target, not measured")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per phase-1 target")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "split -duration into this many alternating bare/real rounds (a noisy machine)")
 	fs.DurationVar(&cfg.LagDuration, "lag-duration", cfg.LagDuration, "phase 2 (claim + outcome, relay lag) duration; 0 skips it")
 	fs.Float64Var(&cfg.LagRate, "lag-rate", cfg.LagRate, "phase 2 pairs per second; 0 = as fast as the connections go")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait for every event after phase 2")

@@ -18,6 +18,9 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if len(os.Args) > 1 && os.Args[1] == "send-fixture" {
+		return sendFixture(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	}
 	m := NewMain()
 	if err := m.ParseFlags(ctx, os.Args[1:]); err != nil {
 		return report(err)

@@ -60,7 +60,7 @@ func NewMain() *Main {
 }
 
 // Subcommands that later issues implement; until then they exit 2.
-var placeholderCommands = []string{"drill", "send-fixture", "ledger"}
+var placeholderCommands = []string{"drill", "ledger"}
 
 // ParseFlags chooses the subcommand and loads the configuration from flags,
 // the environment and the config file. It returns flag.ErrHelp after printing
@@ -306,7 +306,8 @@ func (m *Main) usage(w io.Writer) {
 	b.WriteString(`Usage:
   reconciler [serve] [flags]               run the service (the default command)
   reconciler drill [--json]                run the duplicate-delivery drills (not implemented yet)
-  reconciler send-fixture NAME --url URL   sign and post a vendor fixture (not implemented yet)
+  reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
+                                           sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows (not implemented yet)
 
 Flags of serve. Each setting has a flag, an environment variable and a

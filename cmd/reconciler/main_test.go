@@ -228,7 +228,6 @@ func TestCommands(t *testing.T) {
 		wantMsg  string
 	}{
 		{"drill", []string{"drill", "--json"}, 2, "drill: not implemented yet"},
-		{"send-fixture", []string{"send-fixture", "stripe_pi", "--url", "http://x"}, 2, "send-fixture: not implemented yet"},
 		{"ledger", []string{"ledger", "list"}, 2, "ledger: not implemented yet"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown flag", []string{"--nope"}, 2, "flag provided but not defined: -nope"},

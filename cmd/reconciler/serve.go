@@ -17,6 +17,7 @@ import (
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/webhooks"
 )
 
 // store is everything serve needs of a ledger store.
@@ -88,6 +89,19 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	wo, err := cfg.webhookOptions()
+	if err != nil {
+		return nil, err
+	}
+	wo.Store, wo.Registerer, wo.Now = st, reg, m.Now
+	wo.Logger = log.With("component", "webhooks")
+	wh, err := webhooks.New(wo)
+	if err != nil {
+		return nil, err
+	}
+	m.onClose(stageHTTP, "webhooks", func(context.Context) error { wh.Close(); return nil })
+	wh.Register(srv.Echo())
 	return srv.Handler(), nil
 }
 

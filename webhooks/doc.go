@@ -1,0 +1,26 @@
+// Package webhooks receives vendor webhooks over HTTP (echo): it reads the
+// raw body once under a size cap, verifies the vendor's signature and
+// timestamp, decodes the few fields the ledger needs into a normalised
+// Event, builds the ledger.Delivery with matcher.Match and hands it to the
+// store's Ingest, which commits the inbox record, the transition and the
+// outbox record in one transaction. Only then does the sender get its 2xx.
+//
+// Schemes: Stripe (stripe.go: Stripe-Signature, any API version), Standard
+// Webhooks senders such as Resend (standard.go), and PayPal (paypal*.go:
+// certificate or postback verification). handler.go holds the plumbing
+// they share: routing by endpoint name, answers, metrics and logs.
+//
+// Answers: 200 once stored (a duplicate too); 400 with nothing stored for a
+// bad signature, a stale or future timestamp, an unparsable body or a
+// delivery the ledger refuses; 413 past the body limit; 404 for an unknown
+// endpoint; 503 only when the store (or PayPal's certificate host) cannot
+// answer, so the vendor retries. Errors use the API's shape
+// {"error": {"code", "message"}}.
+//
+// Imports: ledger and matcher of this module; echo and the Prometheus
+// client. Never api, a store, or another adapter.
+//
+// Concurrency: a Handler is immutable after New and safe for concurrent
+// use; it starts no goroutines. Secrets, signatures and bodies are never
+// logged.
+package webhooks

@@ -1,0 +1,433 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/matcher"
+)
+
+// Ingester is the part of a ledger store the handlers need: Ingest commits
+// the inbox record, the transition and the outbox record in one
+// transaction, durably, before it returns.
+type Ingester interface {
+	Ingest(ctx context.Context, d ledger.Delivery) (ledger.IngestResult, error)
+}
+
+// Limits and defaults.
+const (
+	// DefaultBodyLimit caps a delivery's body (1 MiB).
+	DefaultBodyLimit int64 = 1 << 20
+	// DefaultIngestTimeout bounds the store call of one delivery; past it
+	// the vendor gets a 503 and retries. Vendors wait 10-30 s at most.
+	DefaultIngestTimeout = 10 * time.Second
+)
+
+// Options configure the webhook handlers. Store is required, and every
+// endpoint needs a name, a tenant and at least one secret (PayPal: a
+// webhook id).
+type Options struct {
+	Store    Ingester
+	Stripe   []StripeEndpoint
+	PayPal   []PayPalEndpoint
+	Standard []StandardEndpoint
+	// PayPalOptions tune the PayPal verifiers (HTTP client, clock, tolerance).
+	// A nil PayPalOptions.Now takes Now.
+	PayPalOptions PayPalOptions
+	// Types maps event types to actions: matcher.NewTable(the config's
+	// event_types), which keeps the defaults (nil: matcher.DefaultTable()).
+	Types matcher.Table
+	// BodyLimit caps a body in bytes (default DefaultBodyLimit).
+	BodyLimit int64
+	// IngestTimeout bounds each store call (default DefaultIngestTimeout).
+	IngestTimeout time.Duration
+	// Registerer receives the metrics (nil: a private registry). Collectors
+	// already registered under the same names (by the API) are reused.
+	Registerer prometheus.Registerer
+	// Logger receives one record per delivery (nil: discarded). Secrets,
+	// signatures and bodies are never logged.
+	Logger *slog.Logger
+	// Now is the clock for timestamp checks and stored times (nil: time.Now).
+	Now func() time.Time
+}
+
+// Handler serves the webhook routes of every configured endpoint.
+type Handler struct {
+	store         Ingester
+	types         matcher.Table
+	limit         int64
+	ingestTimeout time.Duration
+	metrics       *metrics
+	log           *slog.Logger
+	now           func() time.Time
+	// routes holds the endpoints of each route family (stripe, paypal,
+	// standard) by name.
+	routes  map[string]map[string]*endpoint
+	closers []func()
+}
+
+// endpoint is one configured endpoint, whatever its scheme.
+type endpoint struct {
+	name, tenant string
+	// vendor is the ledger vendor and the metrics label.
+	vendor string
+	// accept verifies a delivery and decodes it. Its errors wrap
+	// ErrBadSignature, ErrStale, ErrUnparsable or ErrUpstream.
+	accept func(ctx context.Context, h http.Header, body []byte, now time.Time) (Event, error)
+}
+
+// Route families, the second element of the path.
+const (
+	familyStripe   = "stripe"
+	familyPayPal   = "paypal"
+	familyStandard = "standard"
+)
+
+// New validates the options and builds the handlers.
+func New(o Options) (*Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("webhooks: options: store is required")
+	}
+	if o.BodyLimit < 0 || o.IngestTimeout < 0 {
+		return nil, errors.New("webhooks: options: negative limit")
+	}
+	h := &Handler{
+		store: o.Store, types: o.Types, limit: o.BodyLimit, ingestTimeout: o.IngestTimeout,
+		log: o.Logger, now: o.Now,
+		routes: map[string]map[string]*endpoint{familyStripe: {}, familyPayPal: {}, familyStandard: {}},
+	}
+	if h.types == nil {
+		h.types = matcher.DefaultTable()
+	}
+	if h.limit == 0 {
+		h.limit = DefaultBodyLimit
+	}
+	if h.ingestTimeout == 0 {
+		h.ingestTimeout = DefaultIngestTimeout
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	reg := o.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	var err error
+	if h.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("webhooks: metrics: %w", err)
+	}
+	for _, ep := range o.Stripe {
+		if err := h.add(familyStripe, stripeEndpoint(ep)); err != nil {
+			return nil, err
+		}
+	}
+	for _, ep := range o.Standard {
+		e, err := standardEndpoint(ep)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.add(familyStandard, e); err != nil {
+			return nil, err
+		}
+	}
+	ppOpts := o.PayPalOptions
+	if ppOpts.Now == nil {
+		ppOpts.Now = h.now
+	}
+	for _, ep := range o.PayPal {
+		e, closer, err := paypalEndpoint(ep, ppOpts)
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		h.closers = append(h.closers, closer)
+		if err := h.add(familyPayPal, e); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Close releases what the verifiers hold (idle connections of PayPal's
+// certificate client). The handlers stay usable.
+func (h *Handler) Close() {
+	for _, c := range h.closers {
+		c()
+	}
+}
+
+func (h *Handler) add(family string, e *endpoint) error {
+	where := fmt.Sprintf("webhooks: %s endpoint %q", family, e.name)
+	if e.name == "" || !validName(e.name) {
+		return fmt.Errorf("%s: name must be 1-64 of [A-Za-z0-9_.-]", where)
+	}
+	if _, dup := h.routes[family][e.name]; dup {
+		return fmt.Errorf("%s: configured twice", where)
+	}
+	if err := ledger.ValidateTenant(e.tenant); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if err := ledger.ValidateVendor(e.vendor); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if e.accept == nil {
+		return fmt.Errorf("%s: no secret", where)
+	}
+	h.routes[family][e.name] = e
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func stripeEndpoint(ep StripeEndpoint) *endpoint {
+	e := &endpoint{name: ep.Name, tenant: ep.Tenant, vendor: "stripe"}
+	secrets := make([]string, 0, len(ep.Secrets))
+	for _, s := range ep.Secrets {
+		if s != "" {
+			secrets = append(secrets, s)
+		}
+	}
+	if len(secrets) == 0 {
+		return e // add refuses it: no accept
+	}
+	e.accept = func(_ context.Context, h http.Header, body []byte, now time.Time) (Event, error) {
+		if err := VerifyStripe(h.Get("Stripe-Signature"), body, secrets, ep.Tolerance, now); err != nil {
+			return Event{}, err
+		}
+		return DecodeStripe(body, ep.MetadataKey)
+	}
+	return e
+}
+
+func standardEndpoint(ep StandardEndpoint) (*endpoint, error) {
+	vendor := ep.Vendor
+	if vendor == "" {
+		vendor = ep.Name
+	}
+	e := &endpoint{name: ep.Name, tenant: ep.Tenant, vendor: vendor}
+	var keys [][]byte
+	for i, s := range ep.Secrets {
+		key, err := ParseStandardSecret(s)
+		if err != nil {
+			// The secret itself is never quoted.
+			return nil, fmt.Errorf("webhooks: standard endpoint %q: secret %d: %w", ep.Name, i+1, err)
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return e, nil // add refuses it: no accept
+	}
+	e.accept = func(_ context.Context, h http.Header, body []byte, now time.Time) (Event, error) {
+		sh, err := VerifyStandard(h, body, keys, ep.Tolerance, now)
+		if err != nil {
+			return Event{}, err
+		}
+		return DecodeStandard(body, sh.ID, vendor, ep.LocalIDPath)
+	}
+	return e, nil
+}
+
+// Register adds POST /webhooks/{stripe,paypal,standard}[/:endpoint] to e.
+// The bare path serves a family's only endpoint and answers 404 when it
+// has none or several, so a delivery never lands on a guessed tenant.
+//
+// The handlers write every answer themselves, including errors, so the
+// webhook error shape does not depend on e's HTTPErrorHandler.
+func (h *Handler) Register(e *echo.Echo) {
+	for _, family := range []string{familyStripe, familyPayPal, familyStandard} {
+		serve := h.serve(family)
+		e.POST("/webhooks/"+family, serve)
+		e.POST("/webhooks/"+family+"/:endpoint", serve)
+	}
+}
+
+func (h *Handler) lookup(family, name string) *endpoint {
+	eps := h.routes[family]
+	if name != "" {
+		return eps[name]
+	}
+	if len(eps) != 1 {
+		return nil
+	}
+	for _, e := range eps {
+		return e
+	}
+	return nil
+}
+
+func (h *Handler) serve(family string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		ctx := req.Context()
+		ep := h.lookup(family, c.Param("endpoint"))
+		if ep == nil {
+			h.metrics.webhooks.WithLabelValues(family, resultNotFound).Inc()
+			return writeError(c, http.StatusNotFound, "not_found", "no such webhook endpoint")
+		}
+		log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
+
+		body, err := h.readBody(c)
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				h.metrics.webhooks.WithLabelValues(ep.vendor, resultTooLarge).Inc()
+				log.WarnContext(ctx, "webhook rejected", "result", resultTooLarge, "limit", h.limit)
+				return writeError(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
+			}
+			h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnparsable).Inc()
+			return writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
+		}
+
+		now := h.now()
+		ev, err := ep.accept(ctx, req.Header, body, now)
+		if err != nil {
+			return h.reject(c, log, ep, err)
+		}
+		ev.Vendor, ev.Received = ep.vendor, now.UTC()
+		d := matcher.Match(ep.tenant, ev, h.types)
+
+		ictx, cancel := context.WithTimeout(ctx, h.ingestTimeout)
+		res, err := h.store.Ingest(ictx, d)
+		cancel()
+		if err != nil {
+			return h.storeFailed(c, log, ep, ev, err)
+		}
+		h.metrics.ingested(ep.vendor, res)
+		attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome))}
+		if res.Row != nil {
+			attrs = append(attrs, slog.String("key", res.Row.Key), slog.String("status", string(res.Row.Status)))
+		}
+		switch {
+		case len(res.Change.Alerts) > 0:
+			attrs = append(attrs, slog.Any("alerts", res.Change.Alerts))
+			log.WarnContext(ctx, "webhook ingested with alerts", attrs...)
+		default:
+			log.InfoContext(ctx, "webhook ingested", attrs...)
+		}
+		return c.JSON(http.StatusOK, ackBody{Result: publicResult(res.Outcome)})
+	}
+}
+
+// publicResult is what the sender is told. An event naming another
+// tenant's row reads as an orphan, so a sender cannot learn that a local
+// id exists elsewhere; the log, the metric and the alert say what it was.
+func publicResult(o ledger.IngestOutcome) string {
+	if o == ledger.IngestForeignTenant {
+		return string(ledger.IngestOrphan)
+	}
+	return string(o)
+}
+
+type ackBody struct {
+	Result string `json:"result"`
+}
+
+// readBody reads the raw body once, under the cap: the signatures cover
+// these exact bytes, so nothing may decode it first.
+func (h *Handler) readBody(c echo.Context) ([]byte, error) {
+	req := c.Request()
+	if req.ContentLength > h.limit {
+		return nil, &http.MaxBytesError{Limit: h.limit}
+	}
+	return io.ReadAll(http.MaxBytesReader(c.Response().Writer, req.Body, h.limit))
+}
+
+// reject answers a delivery that failed verification or decoding. Nothing
+// has been stored.
+func (h *Handler) reject(c echo.Context, log *slog.Logger, ep *endpoint, err error) error {
+	ctx := c.Request().Context()
+	var status int
+	var result, msg string
+	switch {
+	case errors.Is(err, ErrBadSignature):
+		status, result, msg = http.StatusBadRequest, resultBadSignature, "signature does not match"
+	case errors.Is(err, ErrStale):
+		status, result, msg = http.StatusBadRequest, resultStale, "timestamp outside tolerance"
+	case errors.Is(err, ErrUnparsable):
+		status, result, msg = http.StatusBadRequest, resultUnparsable, "body or signature header cannot be parsed"
+	case errors.Is(err, ErrUpstream):
+		// PayPal's certificate could not be fetched: not the sender's fault,
+		// so a 5xx makes PayPal retry later.
+		status, result, msg = http.StatusServiceUnavailable, resultUnavailable, "verification unavailable, retry later"
+		c.Response().Header().Set("Retry-After", "5")
+	default:
+		status, result, msg = http.StatusInternalServerError, resultError, "internal error"
+	}
+	h.metrics.webhooks.WithLabelValues(ep.vendor, result).Inc()
+	// The error texts of the verifiers name what failed, never a secret,
+	// a signature or the body.
+	log.WarnContext(ctx, "webhook rejected", "result", result, "err", err)
+	return writeError(c, status, result, msg)
+}
+
+// storeFailed answers a verified delivery that the store did not take.
+func (h *Handler) storeFailed(c echo.Context, log *slog.Logger, ep *endpoint, ev Event, err error) error {
+	ctx := c.Request().Context()
+	attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type)}
+	switch {
+	case ledger.IsInvalid(err):
+		h.metrics.webhooks.WithLabelValues(ep.vendor, resultInvalid).Inc()
+		log.WarnContext(ctx, "webhook refused by the ledger", append(attrs, "err", err)...)
+		return writeError(c, http.StatusBadRequest, "invalid_delivery", invalidMessage(err))
+	case errors.Is(err, ledger.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnavailable).Inc()
+		log.ErrorContext(ctx, "webhook not stored: store unavailable", append(attrs, "err", err)...)
+		c.Response().Header().Set("Retry-After", "1")
+		return writeError(c, http.StatusServiceUnavailable, "unavailable", "store unavailable, retry later")
+	case errors.Is(err, context.Canceled):
+		// The sender hung up; it will retry, and nobody reads this answer.
+		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnavailable).Inc()
+		return writeError(c, http.StatusServiceUnavailable, "unavailable", "request canceled")
+	}
+	h.metrics.webhooks.WithLabelValues(ep.vendor, resultError).Inc()
+	log.ErrorContext(ctx, "webhook not stored", append(attrs, "err", err)...)
+	return writeError(c, http.StatusInternalServerError, "internal", "internal error")
+}
+
+// errorBody is the API's error shape (api/errors.go), repeated here because
+// adapters do not import each other.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(c echo.Context, status int, code, msg string) error {
+	return c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+}
+
+// invalidMessage is the ledger's "<sentinel>: <detail>" text, which is built
+// from constant text only, capped.
+func invalidMessage(err error) string {
+	m := err.Error()
+	if len(m) > 300 {
+		m = m[:300] + "…"
+	}
+	return m
+}

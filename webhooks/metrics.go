@@ -1,0 +1,78 @@
+package webhooks
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Results of reconciler_webhooks_total beyond the ledger's IngestOutcomes.
+const (
+	resultBadSignature = "bad_signature"
+	resultStale        = "stale"
+	resultTooLarge     = "too_large"
+	resultUnparsable   = "unparsable"
+	resultInvalid      = "invalid"     // verified, but the ledger refused its shape
+	resultUnavailable  = "unavailable" // the store (or PayPal, for a certificate) did not answer
+	resultNotFound     = "unknown_endpoint"
+	resultError        = "error"
+)
+
+// metrics are the webhook collectors; names and labels are the contract of
+// ARCHITECTURE.md §6a. alerts and transitions are shared with the API and
+// the resolver: whoever registers first owns them.
+type metrics struct {
+	webhooks    *prometheus.CounterVec
+	alerts      *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{}
+	var err error
+	if m.webhooks, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_webhooks_total", Help: "Webhook deliveries by vendor and result.",
+	}, []string{"vendor", "result"})); err != nil {
+		return nil, err
+	}
+	if m.alerts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
+	}, []string{"kind"})); err != nil {
+		return nil, err
+	}
+	if m.transitions, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
+	}, []string{"from", "to", "source"})); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under
+// the same name and labels (the API registers alerts and transitions too).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		var zero C
+		return zero, err
+	}
+	return c, nil
+}
+
+// ingested counts one stored delivery: its result, its transition and its alerts.
+func (m *metrics) ingested(vendor string, res ledger.IngestResult) {
+	m.webhooks.WithLabelValues(vendor, string(res.Outcome)).Inc()
+	if ch := res.Change; ch.Changed {
+		m.transitions.WithLabelValues(string(ch.From), string(ch.To), string(ledger.SourceWebhook)).Inc()
+	}
+	for _, k := range res.Change.Alerts {
+		m.alerts.WithLabelValues(string(k)).Inc()
+	}
+}
