@@ -1,7 +1,7 @@
 // Command httpload measures the claim API against a bare echo server in one
 // process, and the relay lag of outcome events; see internal/httpload.
 //
-//	go run ./cmd/httpload [-duration 10s] [-conns 64] [-json] [-cpuprofile cpu.out]
+//	go run ./cmd/httpload [-duration 10s] [-conns 64] [-rounds 1] [-json] [-cpuprofile cpu.out]
 //
 // It exits 1 when a target cannot start, any request failed, or an event is
 // missing after the drain; 2 on bad flags.

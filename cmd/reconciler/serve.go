@@ -17,6 +17,7 @@ import (
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/ledger/postgres"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -105,15 +106,23 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	return srv.Handler(), nil
 }
 
-// openStore opens the ledger store named by --store.
-func (m *Main) openStore(_ context.Context) (store, error) {
+// openStore opens the ledger store named by --store: the bbolt file in the
+// data directory, or PostgreSQL for a postgres:// URL.
+func (m *Main) openStore(ctx context.Context) (store, error) {
 	cfg := m.Config
-	if !cfg.UsesBolt() {
-		return nil, fmt.Errorf("store %s: only bolt is available in this build", redactURL(cfg.Store))
-	}
-	st, err := bolt.Open(cfg.BoltPath(), bolt.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "bolt")})
-	if err != nil {
-		return nil, err
+	var st store
+	if cfg.UsesBolt() {
+		b, err := bolt.Open(cfg.BoltPath(), bolt.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "bolt")})
+		if err != nil {
+			return nil, err
+		}
+		st = b
+	} else {
+		p, err := postgres.Open(ctx, cfg.Store, postgres.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "postgres")})
+		if err != nil {
+			return nil, err
+		}
+		st = p
 	}
 	m.onClose(stageStore, "store", func(context.Context) error { return st.Close() })
 	return st, nil

@@ -1,0 +1,103 @@
+// Package postgres is the ledger.Store for many replicas sharing one
+// PostgreSQL database, on pgx (pgxpool). It implements ledger.Tx over one
+// pgx transaction and runs the shared flows of ledger/txn.go (ClaimTx,
+// ReportTx, ApplyTx, IngestTx, EscalateTx, RescheduleTx) inside it, so the
+// rules are ledger's, not ours; it passes ledger/storetest.
+//
+// Imports: the standard library, ledger, github.com/jackc/pgx/v5 and
+// github.com/cenkalti/backoff/v4.
+//
+// # Schema
+//
+// Migrations are embedded (migrations/NNNN_name.sql) and applied by Open in
+// one transaction under pg_advisory_xact_lock, so replicas that start
+// together apply them once; schema_migrations records the versions, and a
+// database of a newer version than this build is refused (ErrSchemaTooNew)
+// without a write. Tables live in the first schema of the search_path
+// (a search_path parameter in the URL selects it):
+//
+//	rows     (tenant, key) PK; doc jsonb {"v":1,"row":…} plus copies of the
+//	         indexed fields: metadata_local_id UNIQUE, status, run_id,
+//	         first_seen_at, next_check_at. Indexes: key (joins on an echoed
+//	         key), (next_check_at, tenant, key) WHERE status IN
+//	         ('pending','unknown') (due rows), (tenant, first_seen_at DESC,
+//	         key DESC) (List).
+//	outbox   seq bigserial PK, tenant, key, event jsonb, created,
+//	         lease_until (ClaimEvents); index (tenant, key, seq).
+//	inbox    (vendor, event_id) PK, first_seen, result; index first_seen.
+//	orphans  (local_id, vendor, event_id) PK, at, delivery jsonb, parked
+//	         bigserial (oldest first: at, then parking order).
+//
+// Timestamps are timestamptz (microseconds); the row document keeps every
+// time exactly, the columns hold them truncated to the microsecond.
+//
+// # Transactions and retries
+//
+// Every write is one READ COMMITTED transaction. Reads a write depends on
+// take locks (see pgTx): GetRow an advisory lock on tenant+key and SELECT …
+// FOR UPDATE, so concurrent claims of one key serialise and every one after
+// the first reads the row the first inserted; RowByLocalID an advisory lock
+// on the local id, which a claim inserting the row also takes, so a webhook
+// racing a claim either joins the new row or parks an orphan the claim then
+// applies; GetInbox an advisory lock on the vendor event id, so a duplicate
+// delivery waits and answers duplicate. Inserts are INSERT … ON CONFLICT DO
+// NOTHING; one that inserts nothing lost a race and re-runs the transaction.
+//
+// A transaction is re-run, with capped exponential backoff and jitter
+// (Options.RetryTimeout, default 10 s), after a serialization failure or
+// deadlock (40001, 40P01), a lost insert race, or a connection that failed
+// or was terminated (pg_terminate_backend: 57P01) before COMMIT. The flows
+// are deterministic functions of what they read, so a re-run is the same
+// operation on fresher data. A connection lost while COMMIT was in flight
+// is different: the transaction may have committed, and re-running a claim
+// that did would answer wait to its own caller, so that call fails with an
+// error wrapping ledger.ErrUnavailable (errCommitUnknown) and the caller
+// retries knowingly.
+//
+// Errors: a missing row is ledger.ErrNotFound; every database or connection
+// failure wraps ledger.ErrUnavailable; after Close every method returns
+// ErrUnavailable.
+//
+// # Sharing work between replicas
+//
+// Due and PendingEvents are plain reads: every replica sees the same rows
+// and records (the storetest contract). Replicas that share the work use:
+//
+//   - ClaimDue(ctx, now, limit, lease): in one transaction, SELECT … FOR
+//     UPDATE SKIP LOCKED the earliest due open rows and move their
+//     next_check_at to now+lease. Guarantee: within a lease no two callers
+//     get the same row; a row whose resolver died comes back when the lease
+//     ends.
+//   - ClaimEvents(ctx, now, limit, lease): one pass at a time (a
+//     transaction-scoped advisory lock) leases, in sequence order, the
+//     records that are not leased and have no earlier record of the same
+//     row (tenant, key) under a live lease. Guarantee: while relays publish
+//     and ack within their lease, no record is handed to two relays at once
+//     and each row's records are handed out — and so published — in commit
+//     order; an unacked record is handed out again after its lease (the
+//     Nats-Msg-Id dedupe absorbs the second publish). Records of different
+//     rows carry no order between them.
+//
+// Leases compare times from the callers' injected clocks, so replica
+// clocks must agree to well within a lease.
+//
+// Outbox sequence numbers come from a sequence at insert time, so across
+// rows a lower seq can commit after a higher one; within a row they are in
+// commit order, because the row lock serialises the row's transactions.
+//
+// # Notify
+//
+// A transaction that appends outbox records also runs pg_notify on the
+// schema's channel; PostgreSQL delivers it only on commit, to every
+// replica. Each Store keeps one dedicated LISTEN connection (not a pool
+// connection: LISTEN belongs to a session) in a goroutine started by Open
+// and stopped by Close; it reconnects with backoff when the connection
+// drops and then signals once, since a notification sent meanwhile is
+// lost. The store also signals its own channel after its own commits.
+// Signals are coalesced into a channel of buffer 1.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use; each call borrows a pool connection
+// for one transaction. The listener is the only goroutine the Store owns.
+package postgres

@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+const envURL = "RECONCILER_TEST_POSTGRES_URL"
+
+// testDB creates a fresh database for one test and drops it when the test
+// ends; it returns its URL. Without RECONCILER_TEST_POSTGRES_URL the test
+// is skipped.
+func testDB(tb testing.TB) string {
+	tb.Helper()
+	base := baseURL(tb)
+	name, err := createDB(base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := dropDB(base, name); err != nil {
+			tb.Error(err)
+		}
+	})
+	return dbURL(tb, base, name)
+}
+
+// sharedDB is one database for the tests that make a fresh schema per
+// case anyway: CREATE DATABASE costs a second or more on a busy machine.
+// TestMain drops it.
+func sharedDB(tb testing.TB) string {
+	tb.Helper()
+	base := baseURL(tb)
+	shared.once.Do(func() {
+		shared.base = base
+		shared.name, shared.err = createDB(base)
+	})
+	if shared.err != nil {
+		tb.Fatal(shared.err)
+	}
+	return dbURL(tb, base, shared.name)
+}
+
+var shared struct {
+	once       sync.Once
+	base, name string
+	err        error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.name != "" {
+		if err := dropDB(shared.base, shared.name); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func baseURL(tb testing.TB) string {
+	tb.Helper()
+	base := os.Getenv(envURL)
+	if base == "" {
+		tb.Skip("set " + envURL + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run")
+	}
+	return base
+}
+
+func createDB(base string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", envURL, err)
+	}
+	defer admin.Close(ctx)
+	name := "recon_test_" + randHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
+	}
+	return name, nil
+}
+
+func dropDB(base, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func dbURL(tb testing.TB, base, name string) string {
+	tb.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", envURL, err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// withParams returns dbURL with extra query parameters (pgx passes unknown
+// ones, such as search_path and application_name, to the server).
+func withParams(tb testing.TB, dbURL string, kv ...string) string {
+	tb.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var schemaN atomic.Int64
+
+// newSchema creates an empty schema in the database and returns a URL whose
+// search_path selects it, so every store opened on it starts empty.
+func newSchema(tb testing.TB, dbURL string) string {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	name := "s" + randHex(3) + "_" + itoa(schemaN.Add(1))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		tb.Fatalf("create schema: %v", err)
+	}
+	return withParams(tb, dbURL, "search_path", name)
+}
+
+// openStore opens a store on u and closes it when the test ends.
+func openStore(tb testing.TB, u string, opts Options) *Store {
+	tb.Helper()
+	s, err := Open(context.Background(), u, opts)
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func itoa(n int64) string {
+	const digits = "0123456789"
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{digits[n%10]}, b...)
+		n /= 10
+	}
+	return string(b)
+}
+
+// eventually polls cond until it holds or the bound passes; the bound only
+// keeps a broken store from hanging the test.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// t0 is the tests' epoch: whole seconds, so timestamptz round-trips it.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// claimOne claims a new intent for tenant at t0 and returns the row.
+func claimOne(tb testing.TB, s *Store, tenant, intent string) ledger.Row {
+	tb.Helper()
+	c, err := ledger.NewClaim(ledger.ClaimRequest{
+		Tenant: tenant, RunID: "run-1", Tool: "stripe.charge", Vendor: "stripe",
+		ToolClass: ledger.ClassWriteIdempotent, Intent: json.RawMessage(intent), ReplayWindow: 24 * time.Hour,
+	}, ledger.DefaultPolicy(), t0)
+	if err != nil {
+		tb.Fatalf("NewClaim: %v", err)
+	}
+	res, err := s.Claim(context.Background(), c)
+	if err != nil {
+		tb.Fatalf("Claim: %v", err)
+	}
+	return res.Row
+}

@@ -1,0 +1,362 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Claim runs ledger.ClaimTx in one transaction.
+func (s *Store) Claim(ctx context.Context, c ledger.Claim) (ledger.ClaimResult, error) {
+	if err := ledger.ValidateTenant(c.Row.Tenant); err != nil {
+		return ledger.ClaimResult{}, err
+	}
+	if err := ledger.ValidateKey(c.Row.Key); err != nil {
+		return ledger.ClaimResult{}, err
+	}
+	var res ledger.ClaimResult
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		var err error
+		res, err = ledger.ClaimTx(tx, c, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
+	return res, nil
+}
+
+// Report runs ledger.ReportTx in one transaction.
+func (s *Store) Report(ctx context.Context, tenant, key string, o ledger.Outcome) (ledger.Row, ledger.Change, error) {
+	var (
+		row ledger.Row
+		ch  ledger.Change
+	)
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		var err error
+		row, ch, err = ledger.ReportTx(tx, tenant, key, o, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, ledger.Change{}, fmt.Errorf("report: %w", err)
+	}
+	return row, ch, nil
+}
+
+// Apply runs ledger.ApplyTx in one transaction.
+func (s *Store) Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error) {
+	var (
+		row ledger.Row
+		ch  ledger.Change
+	)
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		var err error
+		row, ch, err = ledger.ApplyTx(tx, tenant, key, ev, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, ledger.Change{}, fmt.Errorf("apply: %w", err)
+	}
+	return row, ch, nil
+}
+
+// Ingest runs ledger.IngestTx in one transaction.
+func (s *Store) Ingest(ctx context.Context, d ledger.Delivery) (ledger.IngestResult, error) {
+	var res ledger.IngestResult
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		var err error
+		res, err = ledger.IngestTx(tx, d, s.policy)
+		return err
+	})
+	if err != nil {
+		return ledger.IngestResult{}, fmt.Errorf("ingest: %w", err)
+	}
+	return res, nil
+}
+
+// Escalate runs ledger.EscalateTx in one transaction.
+func (s *Store) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
+	var (
+		row ledger.Row
+		ok  bool
+	)
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		var err error
+		row, ok, err = ledger.EscalateTx(tx, tenant, key, at)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, false, fmt.Errorf("escalate: %w", err)
+	}
+	return row, ok, nil
+}
+
+// Reschedule runs ledger.RescheduleTx in one transaction.
+func (s *Store) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		return ledger.RescheduleTx(tx, tenant, key, next)
+	})
+	if err != nil {
+		return fmt.Errorf("reschedule: %w", err)
+	}
+	return nil
+}
+
+// pruneChunk bounds one prune transaction, so a large backlog never holds
+// locks on thousands of inbox records at once.
+const pruneChunk = 5000
+
+// PruneInbox deletes inbox records first seen before cutoff, oldest first,
+// pruneChunk per transaction, through the first_seen index: O(removed).
+func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
+	total := 0
+	for {
+		var n int
+		err := s.run(ctx, true, func(tx *pgTx) error {
+			tag, err := tx.q.Exec(ctx, `DELETE FROM inbox WHERE (vendor, event_id) IN (
+				SELECT vendor, event_id FROM inbox WHERE first_seen < $1 ORDER BY first_seen LIMIT $2)`,
+				micros(cutoff), pruneChunk)
+			if err != nil {
+				return dbErr("prune inbox", err)
+			}
+			n = int(tag.RowsAffected())
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune inbox: %w", err)
+		}
+		total += n
+		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}
+
+// AckEvents deletes published outbox records.
+func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(seqs))
+	for i, q := range seqs {
+		ids[i] = int64(q)
+	}
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		if _, err := tx.q.Exec(ctx, `DELETE FROM outbox WHERE seq = ANY($1)`, ids); err != nil {
+			return dbErr("ack events", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ack events: %w", err)
+	}
+	return nil
+}
+
+// Get reads one row (no transaction: one statement sees one snapshot).
+func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Row, error) {
+	var row ledger.Row
+	err := s.run(ctx, false, func(tx *pgTx) error {
+		var err error
+		row, err = tx.GetRow(tenant, key)
+		return err
+	})
+	if err != nil {
+		return ledger.Row{}, fmt.Errorf("get: %w", err)
+	}
+	return row, nil
+}
+
+// queryRows runs a query whose only column is a row document.
+func queryRows(tx *pgTx, op, sql string, args ...any) ([]ledger.Row, error) {
+	rs, err := tx.q.Query(tx.ctx, sql, args...)
+	if err != nil {
+		return nil, dbErr(op, err)
+	}
+	docs, err := pgx.CollectRows(rs, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, dbErr(op, err)
+	}
+	rows := make([]ledger.Row, 0, len(docs))
+	for _, d := range docs {
+		r, err := decodeRow(d)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// dueSQL walks the partial due index (open rows only) from its start.
+const dueSQL = `SELECT doc FROM rows
+	WHERE status IN ('pending', 'unknown') AND next_check_at <= $1
+	ORDER BY next_check_at, tenant, key LIMIT $2`
+
+// Due returns up to limit open rows with next_check_at at or before now,
+// earliest first. It is a plain read: two replicas calling it get the same
+// rows. Replicas that share the resolver's work use ClaimDue.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("due: %w", errClosed)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var rows []ledger.Row
+	err := s.run(ctx, false, func(tx *pgTx) error {
+		var err error
+		rows, err = queryRows(tx, "due", dueSQL, micros(now), limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("due: %w", err)
+	}
+	return rows, nil
+}
+
+// PendingEvents returns the first limit outbox records in sequence order. It
+// is a plain read; replicas that share the relay's work use ClaimEvents.
+func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRecord, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("pending events: %w", errClosed)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var recs []ledger.OutboxRecord
+	err := s.run(ctx, false, func(tx *pgTx) error {
+		var err error
+		recs, err = queryEvents(tx, `SELECT seq, event FROM outbox ORDER BY seq LIMIT $1`, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	return recs, nil
+}
+
+func queryEvents(tx *pgTx, sql string, args ...any) ([]ledger.OutboxRecord, error) {
+	rs, err := tx.q.Query(tx.ctx, sql, args...)
+	if err != nil {
+		return nil, dbErr("outbox", err)
+	}
+	type rec struct {
+		Seq   int64
+		Event []byte
+	}
+	raw, err := pgx.CollectRows(rs, pgx.RowToStructByPos[rec])
+	if err != nil {
+		return nil, dbErr("outbox", err)
+	}
+	out := make([]ledger.OutboxRecord, 0, len(raw))
+	for _, r := range raw {
+		var e ledger.Event
+		if err := json.Unmarshal(r.Event, &e); err != nil {
+			return nil, fmt.Errorf("decode outbox record %d: %w", r.Seq, err)
+		}
+		out = append(out, ledger.OutboxRecord{Seq: uint64(r.Seq), Event: e})
+	}
+	return out, nil
+}
+
+// List returns a page of the tenant's rows newest first (first_seen_at,
+// then key, descending) through the (tenant, first_seen_at DESC, key DESC)
+// index; the filters are applied by the query, and one extra row says
+// whether another page exists. The cursor is the (first_seen_at, key) of
+// the last row returned; the next page starts strictly after it, so rows
+// inserted meanwhile never shift a page.
+func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, error) {
+	if err := q.Validate(); err != nil {
+		return ledger.Page{}, err
+	}
+	if s.closed.Load() {
+		return ledger.Page{}, fmt.Errorf("list: %w", errClosed)
+	}
+	var sb strings.Builder
+	sb.WriteString(`SELECT doc FROM rows WHERE tenant = $1`)
+	args := []any{q.Tenant}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if q.Cursor != "" {
+		at, key, ok := decodeCursor(q.Tenant, q.Cursor)
+		if !ok {
+			return ledger.Page{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+		}
+		fmt.Fprintf(&sb, ` AND (first_seen_at, key) < (%s, %s)`, arg(at), arg(key))
+	}
+	if q.Status != "" {
+		fmt.Fprintf(&sb, ` AND status = %s`, arg(string(q.Status)))
+	}
+	if q.RunID != "" {
+		fmt.Fprintf(&sb, ` AND run_id = %s`, arg(q.RunID))
+	}
+	fmt.Fprintf(&sb, ` ORDER BY first_seen_at DESC, key DESC LIMIT %s`, arg(q.Limit+1))
+	var page ledger.Page
+	err := s.run(ctx, false, func(tx *pgTx) error {
+		rows, err := queryRows(tx, "list", sb.String(), args...)
+		if err != nil {
+			return err
+		}
+		if len(rows) > q.Limit {
+			rows = rows[:q.Limit]
+			last := rows[len(rows)-1]
+			page.NextCursor = encodeCursor(q.Tenant, micros(last.FirstSeenAt), last.Key)
+		}
+		page.Rows = rows
+		return nil
+	})
+	if err != nil {
+		return ledger.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return page, nil
+}
+
+// cursorVersion starts every List cursor, so the format can change.
+const cursorVersion = 1
+
+// encodeCursor makes the opaque cursor: a version byte, first_seen_at in
+// Unix microseconds (8 bytes), the key, and a 4-byte checksum over the
+// tenant and the position. The checksum is no secret; it lets List refuse a
+// made-up or damaged cursor, or another tenant's, instead of guessing.
+func encodeCursor(tenant string, at time.Time, key string) string {
+	pos := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
+	pos = append(pos, key...)
+	b := append([]byte{cursorVersion}, pos...)
+	b = append(b, cursorSum(tenant, pos)...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(tenant, c string) (time.Time, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 1+8+1+4 || b[0] != cursorVersion {
+		return time.Time{}, "", false
+	}
+	pos, sum := b[1:len(b)-4], b[len(b)-4:]
+	key := string(pos[8:])
+	if string(sum) != string(cursorSum(tenant, pos)) || ledger.ValidateKey(key) != nil {
+		return time.Time{}, "", false
+	}
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(pos[:8]))).UTC(), key, true
+}
+
+func cursorSum(tenant string, pos []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("reconciler/postgres list cursor\x00"))
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write(pos)
+	return h.Sum(nil)[:4]
+}

@@ -1,0 +1,78 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+)
+
+// connectListener opens the dedicated LISTEN connection. It is not a pool
+// connection: LISTEN belongs to a session, and the pool would hand the
+// session to other callers. With channel empty it listens on the channel
+// of the connection's current schema (which it returns).
+func (s *Store) connectListener(ctx context.Context, channel string) (*pgx.Conn, string, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, "", err
+	}
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, "", fmt.Errorf("current schema: %w", err)
+	}
+	if channel == "" {
+		channel = channelName(schema)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, "", fmt.Errorf("listen: %w", err)
+	}
+	return conn, schema, nil
+}
+
+// listen turns notifications on the outbox channel into Notify signals. It
+// is owned by the Store: started by Open, stopped by Close (through ctx).
+// When the connection drops it reconnects with backoff and signals once,
+// since a notification sent while it was away is lost.
+func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
+	defer close(s.listenDone)
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval = 50 * time.Millisecond
+	eb.MaxInterval = 5 * time.Second
+	eb.MaxElapsedTime = 0 // never give up while the store is open
+	for {
+		for conn != nil {
+			if _, err := conn.WaitForNotification(ctx); err != nil {
+				_ = conn.Close(context.Background())
+				conn = nil
+				if ctx.Err() != nil {
+					return
+				}
+				s.logger.Warn("postgres: listener connection lost", "err", err)
+				break
+			}
+			eb.Reset()
+			s.signal()
+		}
+		t := time.NewTimer(eb.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		c, _, err := s.connectListener(ctx, s.channel)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.logger.Warn("postgres: listener reconnect failed", "err", err)
+			continue
+		}
+		conn = c
+		s.signal()
+	}
+}

@@ -1,0 +1,332 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// Policy holds the timings of the rules (zero fields take ledger's defaults).
+	Policy ledger.Policy
+	// Logger receives open/close, retry and listener records (default: discard).
+	// The connection URL is never logged: it may hold a password.
+	Logger *slog.Logger
+	// MaxConns caps the pool (default: pgxpool's, max(4, NumCPU)).
+	MaxConns int
+	// RetryTimeout bounds how long one call retries serialization failures,
+	// deadlocks, lost races and dropped connections (default 10 s).
+	RetryTimeout time.Duration
+}
+
+// DefaultRetryTimeout is Options.RetryTimeout's default.
+const DefaultRetryTimeout = 10 * time.Second
+
+// errClosed is what every method returns after Close.
+var errClosed = fmt.Errorf("postgres: store closed: %w", ledger.ErrUnavailable)
+
+// errRace means the transaction lost a race that only a re-run can settle
+// (an insert met a row committed after this transaction looked for it).
+var errRace = errors.New("lost an insert race")
+
+// errCommitUnknown means the connection failed while COMMIT was in flight:
+// the transaction may or may not have committed, so it is not re-run.
+var errCommitUnknown = errors.New("commit outcome unknown")
+
+// Store is the PostgreSQL-backed ledger.Store. It is safe for concurrent use
+// by many goroutines and by many processes sharing one database.
+type Store struct {
+	pool         *pgxpool.Pool
+	policy       ledger.Policy
+	logger       *slog.Logger
+	retryTimeout time.Duration
+	// channel is the LISTEN/NOTIFY channel of this schema's outbox.
+	channel string
+
+	notify chan struct{}
+	closed atomic.Bool
+
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+	closeOnce  sync.Once
+
+	retries atomic.Uint64
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Open connects to url (a postgres:// URL or a key=value DSN; a
+// search_path parameter selects the schema), applies the embedded
+// migrations and starts the LISTEN connection behind Notify. A database of
+// a newer schema fails with ErrSchemaTooNew; an unreachable one with an
+// error wrapping ledger.ErrUnavailable.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RetryTimeout <= 0 {
+		opts.RetryTimeout = DefaultRetryTimeout
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors quote the URL, password included: say less.
+		return nil, errors.New("postgres: open: cannot parse the connection URL")
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = int32(min(opts.MaxConns, 1<<20))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w: %w", ledger.ErrUnavailable, err)
+	}
+	s := &Store{
+		pool: pool, policy: opts.Policy, logger: opts.Logger, retryTimeout: opts.RetryTimeout,
+		notify:     make(chan struct{}, 1),
+		listenDone: make(chan struct{}),
+	}
+	// The first LISTEN is made here, so a commit by any replica after Open
+	// returns is seen; later reconnects happen in the listener goroutine.
+	// It dials while the migrations run: a connection costs a backend fork.
+	type dialed struct {
+		conn   *pgx.Conn
+		schema string
+		err    error
+	}
+	dc := make(chan dialed, 1)
+	go func() { // owned by Open, which waits for its one send
+		conn, schema, err := s.connectListener(ctx, "")
+		dc <- dialed{conn, schema, err}
+	}()
+	applied, err := migrate(ctx, pool)
+	d := <-dc
+	if err == nil && d.err != nil {
+		err = fmt.Errorf("listen: %w", d.err)
+	}
+	if err != nil {
+		if d.conn != nil {
+			_ = d.conn.Close(context.Background())
+		}
+		pool.Close()
+		if errors.Is(err, ErrSchemaTooNew) {
+			return nil, fmt.Errorf("postgres: open: %w", err)
+		}
+		return nil, fmt.Errorf("postgres: open: %w: %w", ledger.ErrUnavailable, err)
+	}
+	s.channel = channelName(d.schema)
+	conn := d.conn
+	lctx, cancel := context.WithCancel(context.Background())
+	s.stopListen = cancel
+	go s.listen(lctx, conn)
+	s.logger.Info("postgres: store opened", "schema", d.schema, "schema_version", SchemaVersion(), "migrations_applied", len(applied))
+	return s, nil
+}
+
+// channelName is the NOTIFY channel of a schema's outbox: one per schema,
+// so stores on different schemas of one database do not wake each other.
+// A channel name is an identifier (at most 63 bytes); a long schema name is
+// replaced by its hash.
+func channelName(schema string) string {
+	const prefix = "reconciler_outbox."
+	if len(prefix)+len(schema) <= 63 {
+		return prefix + schema
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return prefix + hex.EncodeToString(sum[:16])
+}
+
+// Close stops the listener and closes the pool (waiting for calls in
+// flight to give their connections back). Later calls to any method return
+// ErrUnavailable; Close itself is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.stopListen()
+		<-s.listenDone
+		s.pool.Close()
+		s.logger.Info("postgres: store closed", "retries", s.retries.Load())
+	})
+	return nil
+}
+
+// Retries returns how many transactions were re-run since Open.
+func (s *Store) Retries() uint64 { return s.retries.Load() }
+
+// Notify returns the channel signalled after a commit, by any replica on
+// this schema, that wrote outbox records (coalesced, buffer 1).
+func (s *Store) Notify() <-chan struct{} { return s.notify }
+
+func (s *Store) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// dbError marks an error that came from the database or the connection,
+// as opposed to a rule of the flows (ErrNotFound, ErrFingerprintMismatch…).
+// It unwraps to ledger.ErrUnavailable and to the driver's error.
+type dbError struct {
+	op  string
+	err error
+}
+
+func (e *dbError) Error() string   { return "postgres: " + e.op + ": " + e.err.Error() }
+func (e *dbError) Unwrap() []error { return []error{ledger.ErrUnavailable, e.err} }
+
+func dbErr(op string, err error) error { return &dbError{op: op, err: err} }
+
+// run runs fn in one READ COMMITTED transaction (write) or against the pool
+// (read), re-running it with capped exponential backoff and jitter when the
+// failure says a re-run can succeed: a serialization failure or deadlock,
+// a lost insert race, a dropped or terminated connection before COMMIT.
+// The flows are deterministic functions of what they read, so a re-run is
+// the same operation against fresher data.
+func (s *Store) run(ctx context.Context, write bool, fn func(*pgTx) error) error {
+	var b backoff.BackOff
+	for {
+		if s.closed.Load() {
+			return errClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := s.once(ctx, write, fn)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errors.Join(ctx.Err(), err)
+		}
+		if s.closed.Load() {
+			return errClosed
+		}
+		if !retryable(err) {
+			return err
+		}
+		if b == nil {
+			eb := backoff.NewExponentialBackOff()
+			eb.InitialInterval = 2 * time.Millisecond
+			eb.MaxInterval = 250 * time.Millisecond
+			eb.RandomizationFactor = 0.5
+			eb.Multiplier = 2
+			eb.MaxElapsedTime = s.retryTimeout
+			eb.Reset()
+			b = eb
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			if errors.Is(err, ledger.ErrUnavailable) {
+				return fmt.Errorf("gave up retrying: %w", err)
+			}
+			return fmt.Errorf("postgres: gave up retrying: %w: %w", ledger.ErrUnavailable, err)
+		}
+		s.retries.Add(1)
+		s.logger.Debug("postgres: retrying transaction", "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) error {
+	if !write {
+		return fn(&pgTx{ctx: ctx, q: s.pool})
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return dbErr("begin", err)
+	}
+	t := &pgTx{ctx: ctx, q: tx, write: true, channel: s.channel}
+	if err := fn(t); err != nil {
+		// The rollback must reach the server even when ctx is done, or the
+		// connection goes back to the pool mid-transaction (pgx closes it).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = tx.Rollback(rctx)
+		cancel()
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
+			// The server answered COMMIT with an error, or nothing was
+			// sent: either way nothing committed.
+			return dbErr("commit", err)
+		}
+		return dbErr("commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
+	}
+	if t.appended {
+		s.signal()
+	}
+	return nil
+}
+
+// retryable reports whether a failed transaction (which did not commit) may
+// succeed when run again.
+func retryable(err error) bool {
+	if errors.Is(err, errRace) {
+		return true
+	}
+	if errors.Is(err, errCommitUnknown) {
+		return false
+	}
+	var de *dbError
+	if !errors.As(err, &de) {
+		return false // a rule of the flows, not the database
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", // serialization_failure, deadlock_detected
+			"57P01", "57P02", "57P03", // admin_shutdown (pg_terminate_backend), crash_shutdown, cannot_connect_now
+			"53300": // too_many_connections
+			return true
+		}
+		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08" // connection_exception
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	// Transport failures before COMMIT: the transaction never committed.
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connectErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		isConnClosed(err)
+}
+
+// isConnClosed recognises pgx's "conn closed" / "conn busy" errors for a
+// connection that died under an earlier statement of the transaction.
+func isConnClosed(err error) bool {
+	var de *dbError
+	if !errors.As(err, &de) {
+		return false
+	}
+	msg := de.err.Error()
+	for _, s := range []string{"conn closed", "closed pool", "unexpected EOF", "broken pipe", "connection reset"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

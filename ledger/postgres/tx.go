@@ -1,0 +1,337 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// querier is what a pgTx runs statements on: a pgx.Tx for writes, the pool
+// for reads (each read statement sees the latest committed data).
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Namespaces of the two-int4 transaction-scoped advisory locks. The second
+// int is the FNV-1a hash of the locked name; a hash collision only serialises
+// two unrelated transactions, it never lets two related ones overlap.
+const (
+	lockRow     = 0x52454301 // tenant \x00 key: claims of one key queue here
+	lockLocalID = 0x52454302 // metadata_local_id: a claim and a webhook for it
+	lockInbox   = 0x52454303 // vendor \x00 event id: one delivery at a time
+	lockRelay   = 0x52454304 // one ClaimEvents pass at a time
+)
+
+// pgTx implements ledger.Tx over one READ COMMITTED transaction.
+//
+// In a write transaction every read that a write may follow locks what it
+// read, so the flow's decision still holds at COMMIT:
+//   - GetRow takes an advisory lock on tenant+key, then SELECT … FOR UPDATE.
+//     The advisory lock covers a key with no row yet: concurrent claims of a
+//     new key queue on it, and each later one, once the first commits, reads
+//     the row the first inserted (READ COMMITTED gives every statement a new
+//     snapshot).
+//   - RowByLocalID takes an advisory lock on the local id, which a claim
+//     that inserts the row also takes (ClaimTx looks the local id up before
+//     the insert), so a webhook either sees the new row or parks an orphan
+//     the claim then sees — never neither.
+//   - GetInbox takes an advisory lock on the vendor event id, so a duplicate
+//     delivery waits for the first and answers duplicate.
+//
+// An insert that still meets a row (a race the locks do not cover) fails
+// with errRace, which re-runs the whole transaction.
+type pgTx struct {
+	ctx      context.Context
+	q        querier
+	write    bool
+	channel  string
+	appended bool
+}
+
+var _ ledger.Tx = (*pgTx)(nil)
+
+func lockID(name string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int32(h.Sum32())
+}
+
+func (t *pgTx) lock(ns int32, name string) error {
+	if !t.write {
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, `SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name)); err != nil {
+		return dbErr("advisory lock", err)
+	}
+	return nil
+}
+
+// lockedRow reads one row document after taking an advisory lock, in one
+// round trip: the two statements are pipelined, and the server runs the
+// SELECT (with a snapshot of its own, READ COMMITTED) only once the lock is
+// granted, so it sees whatever the previous holder committed.
+func (t *pgTx) lockedRow(op string, ns int32, name, sql string, args ...any) (ledger.Row, error) {
+	if !t.write {
+		return t.oneRow(op, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name))
+	b.Queue(sql+" FOR UPDATE", args...)
+	br := t.q.SendBatch(t.ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return ledger.Row{}, dbErr("advisory lock", err)
+	}
+	var doc []byte
+	err := br.QueryRow().Scan(&doc)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Row{}, ledger.ErrNotFound
+	}
+	if err != nil {
+		return ledger.Row{}, dbErr(op, err)
+	}
+	return decodeRow(doc)
+}
+
+// rowDoc is the stored form of a row; v lets the format change.
+type rowDoc struct {
+	V   int        `json:"v"`
+	Row ledger.Row `json:"row"`
+}
+
+const rowDocVersion = 1
+
+func encodeRow(r ledger.Row) (string, error) {
+	b, err := json.Marshal(rowDoc{V: rowDocVersion, Row: r})
+	if err != nil {
+		return "", fmt.Errorf("encode row: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeRow(b []byte) (ledger.Row, error) {
+	var d rowDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return ledger.Row{}, fmt.Errorf("decode row: %w", err)
+	}
+	if d.V != rowDocVersion {
+		return ledger.Row{}, fmt.Errorf("decode row: version %d, this build reads %d", d.V, rowDocVersion)
+	}
+	return d.Row, nil
+}
+
+// micros truncates t to the microsecond, as pgx does when it sends a
+// timestamptz, so a value compared in Go equals the stored one.
+func micros(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// nullTime is NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	m := micros(t)
+	return &m
+}
+
+func (t *pgTx) oneRow(op, sql string, args ...any) (ledger.Row, error) {
+	var doc []byte
+	err := t.q.QueryRow(t.ctx, sql, args...).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Row{}, ledger.ErrNotFound
+	}
+	if err != nil {
+		return ledger.Row{}, dbErr(op, err)
+	}
+	return decodeRow(doc)
+}
+
+// GetRow implements ledger.Tx.
+func (t *pgTx) GetRow(tenant, key string) (ledger.Row, error) {
+	return t.lockedRow("get row", lockRow, tenant+"\x00"+key, `SELECT doc FROM rows WHERE tenant = $1 AND key = $2`, tenant, key)
+}
+
+// RowByLocalID implements ledger.Tx.
+func (t *pgTx) RowByLocalID(localID string) (ledger.Row, error) {
+	return t.lockedRow("row by local id", lockLocalID, localID, `SELECT doc FROM rows WHERE metadata_local_id = $1`, localID)
+}
+
+// TenantsOfKey implements ledger.Tx; the tenants come sorted (by bytes).
+func (t *pgTx) TenantsOfKey(key string) ([]string, error) {
+	rows, err := t.q.Query(t.ctx, `SELECT tenant FROM rows WHERE key = $1 ORDER BY tenant`, key)
+	if err != nil {
+		return nil, dbErr("tenants of key", err)
+	}
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbErr("tenants of key", err)
+	}
+	return tenants, nil
+}
+
+// errConflict reports a PutRow whose old row does not match what is stored:
+// a flow bug, since the row is locked by the read that produced old.
+var errConflict = errors.New("row changed under the transaction")
+
+// PutRow implements ledger.Tx: one INSERT or UPDATE writes the document and
+// the indexed columns together, so the indexes cannot drift from the row.
+func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
+	if !row.Status.Valid() {
+		return fmt.Errorf("put row: %w: %q", ledger.ErrInvalidStatus, row.Status)
+	}
+	if row.MetadataLocalID == "" {
+		return errors.New("put row: empty metadata_local_id")
+	}
+	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
+		return fmt.Errorf("put row: tenant or key changed: %w", errConflict)
+	}
+	doc, err := encodeRow(row)
+	if err != nil {
+		return err
+	}
+	args := []any{row.Tenant, row.Key, row.MetadataLocalID, string(row.Status), row.RunID,
+		micros(row.FirstSeenAt), nullTime(row.NextCheckAt), doc}
+	if old == nil {
+		tag, err := t.q.Exec(t.ctx, `INSERT INTO rows (tenant, key, metadata_local_id, status, run_id, first_seen_at, next_check_at, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb) ON CONFLICT DO NOTHING`, args...)
+		if err != nil {
+			return dbErr("insert row", err)
+		}
+		if tag.RowsAffected() == 0 {
+			// Someone committed the key or the local id after this
+			// transaction looked: re-run, and the flow sees their row.
+			return fmt.Errorf("insert row %s: %w", row.Key, errRace)
+		}
+		return nil
+	}
+	tag, err := t.q.Exec(t.ctx, `UPDATE rows SET metadata_local_id = $3, status = $4, run_id = $5,
+			first_seen_at = $6, next_check_at = $7, doc = $8::jsonb
+		WHERE tenant = $1 AND key = $2`, args...)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("put row: %w: local id in use", ledger.ErrFingerprintMismatch)
+	}
+	if err != nil {
+		return dbErr("update row", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("put row: update of a missing row: %w", errConflict)
+	}
+	return nil
+}
+
+// AppendOutbox implements ledger.Tx. The first record of a transaction also
+// queues a NOTIFY, which PostgreSQL delivers only if the transaction
+// commits, so every replica's relay wakes for committed records only.
+func (t *pgTx) AppendOutbox(e ledger.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("append outbox: %w", err)
+	}
+	if _, err := t.q.Exec(t.ctx, `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`, e.Tenant, e.Key, string(b)); err != nil {
+		return dbErr("append outbox", err)
+	}
+	if !t.appended {
+		if _, err := t.q.Exec(t.ctx, `SELECT pg_notify($1, '')`, t.channel); err != nil {
+			return dbErr("notify", err)
+		}
+		t.appended = true
+	}
+	return nil
+}
+
+// GetInbox implements ledger.Tx.
+func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
+	if err := t.lock(lockInbox, vendor+"\x00"+eventID); err != nil {
+		return ledger.InboxRecord{}, err
+	}
+	var (
+		rec    ledger.InboxRecord
+		result string
+	)
+	err := t.q.QueryRow(t.ctx, `SELECT first_seen, result FROM inbox WHERE vendor = $1 AND event_id = $2`, vendor, eventID).
+		Scan(&rec.FirstSeen, &result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.InboxRecord{}, ledger.ErrNotFound
+	}
+	if err != nil {
+		return ledger.InboxRecord{}, dbErr("get inbox", err)
+	}
+	rec.FirstSeen = rec.FirstSeen.UTC()
+	rec.Result = ledger.IngestOutcome(result)
+	return rec, nil
+}
+
+// PutInbox implements ledger.Tx; a record for a known event id replaces it
+// (a parked orphan's "orphan" becomes "accepted" when a claim applies it).
+func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
+	_, err := t.q.Exec(t.ctx, `INSERT INTO inbox (vendor, event_id, first_seen, result) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`,
+		vendor, eventID, micros(rec.FirstSeen), string(rec.Result))
+	if err != nil {
+		return dbErr("put inbox", err)
+	}
+	return nil
+}
+
+// Orphans implements ledger.Tx: oldest first (by the delivery's time, then
+// by parking order).
+func (t *pgTx) Orphans(localID string) ([]ledger.Delivery, error) {
+	rows, err := t.q.Query(t.ctx, `SELECT delivery FROM orphans WHERE local_id = $1 ORDER BY at, parked`, localID)
+	if err != nil {
+		return nil, dbErr("orphans", err)
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, dbErr("orphans", err)
+	}
+	out := make([]ledger.Delivery, 0, len(docs))
+	for _, b := range docs {
+		var d ledger.Delivery
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("decode orphan: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// PutOrphan implements ledger.Tx; a redelivery of the same event replaces
+// itself, as in bolt.
+func (t *pgTx) PutOrphan(d ledger.Delivery) error {
+	if d.LocalID == "" {
+		return errors.New("put orphan: no local id")
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("put orphan: %w", err)
+	}
+	_, err = t.q.Exec(t.ctx, `INSERT INTO orphans (local_id, vendor, event_id, at, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)
+		ON CONFLICT (local_id, vendor, event_id) DO UPDATE SET at = EXCLUDED.at, delivery = EXCLUDED.delivery`,
+		d.LocalID, d.Vendor, d.EventID, micros(d.At), string(b))
+	if err != nil {
+		return dbErr("put orphan", err)
+	}
+	return nil
+}
+
+// DeleteOrphans implements ledger.Tx.
+func (t *pgTx) DeleteOrphans(localID string) error {
+	if _, err := t.q.Exec(t.ctx, `DELETE FROM orphans WHERE local_id = $1`, localID); err != nil {
+		return dbErr("delete orphans", err)
+	}
+	return nil
+}
