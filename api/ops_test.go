@@ -150,6 +150,11 @@ func TestOpenAPI(t *testing.T) {
 		}
 	}
 	for r := range documented {
+		// The webhooks package registers these on the same router; the
+		// full router's check is cmd/reconciler's TestOpenAPIRoutes.
+		if strings.Contains(r, " /webhooks/") {
+			continue
+		}
 		if !served[r] {
 			stale = append(stale, r)
 		}
