@@ -4,7 +4,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 2s
 PKGS      := ./...
 
-.PHONY: run test lint vet fmt importcheck bench fuzz build docker clean
+.PHONY: run test lint vet fmt importcheck bench bench-http fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -26,6 +26,9 @@ importcheck: ## ledger imports only the standard library; adapters never import 
 
 bench: ## the figures of BENCHMARKS.md
 	./scripts/bench.sh
+
+bench-http: ## HTTP claim API vs a bare echo server, plus relay lag (internal/httpload); under a minute
+	./scripts/bench-http.sh
 
 fuzz: ## each fuzz target for FUZZTIME
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \

@@ -48,4 +48,5 @@ internal resolver ledger paging
 internal events ledger
 internal api ledger matcher resolver
 internal client ledger events
+internal internal/httpload api events ledger ledger/bolt
 exit $fail

@@ -1,0 +1,45 @@
+// Package httpload is the HTTP load program behind `make bench-http`
+// (cmd/httpload): in one process it starts two targets on loopback and
+// drives each with the same number of keep-alive HTTP/1.1 connections for
+// the same time, then compares them.
+//
+//   - bare: an echo v4 server whose POST /v1/claims reads the body and
+//     answers 201 with a small JSON body, touching no store. It is the
+//     ceiling that HTTP, echo and the load generator itself allow.
+//   - real: api.New over a fresh ledger/bolt store (fsync on, group commit)
+//     in a temporary directory, one tenant token, an embedded NATS server
+//     (events.DefaultServerOptions, so JetStream fsyncs every event) on a
+//     random port, the RECON stream and an events.Relay on the store's
+//     outbox: the durable path a claim takes in `reconciler serve`.
+//
+// Phase 1 sends unique claims (every one inserts a row) to bare, then to
+// real, and reports claims/s, p50, p99 and errors for each and the ratio
+// real/bare. With Config.Rounds > 1 the measured time is split into
+// alternating bare/real rounds, so that on a shared machine both targets
+// see the same background load. Each phase also reports the CPU the process
+// used, the time its threads waited for a CPU (Linux), and CPU time per op:
+// the last hardly depends on other processes, unlike ops/s. The report
+// carries the bolt committer's group size, commit time and busy share
+// during real's phase 1, which tell a disk-bound run from a CPU-bound one. Phase 2 sends claim + outcome (kind timeout) pairs to real:
+// each pair moves a row pending → unknown and writes one outbox record that
+// the relay publishes. An ordered JetStream consumer timestamps each stored
+// event; the relay lag of a key is the time from its outcome's 2xx to that
+// arrival. After the load stops, every event must arrive within the drain
+// timeout, or Run fails and names how many are missing.
+//
+// Latencies are kept per worker in plain slices and sorted once at the end
+// (exact percentiles; a 10 s run at a few thousand requests a second is a few
+// hundred kilobytes). The load generator shares the CPU with the servers it
+// measures, which is the point of a same-process comparison: both targets
+// pay the same client cost.
+//
+// Imports: api, events, ledger, ledger/bolt, echo, nats.go (jetstream),
+// golang.org/x/time/rate and the standard library. Only cmd/httpload
+// imports it.
+//
+// Concurrency: Run owns every goroutine it starts (HTTP servers, the relay,
+// the event observer, the load workers) and stops them all before it
+// returns, whether it succeeds, fails or ctx ends. Requests stop being sent
+// at the end of each phase's duration; a request in flight then is bounded
+// by Config.RequestTimeout. Time comes from Config.Now.
+package httpload
