@@ -1,0 +1,210 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// ClaimRequest is the body of POST /v1/claims. The tenant comes from the
+// token, never from here.
+type ClaimRequest struct {
+	RunID      string           `json:"run_id"`
+	Tool       string           `json:"tool"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+	Vendor     string           `json:"vendor"`
+	ToolClass  ledger.ToolClass `json:"tool_class"`
+	// Intent holds only the fields that define the side effect (amount,
+	// currency, customer; to, template_id…) — never a timestamp or an id the
+	// model invented, or every retry would be a new intent. Any value that
+	// encodes to a JSON object: a map, a struct, a json.RawMessage.
+	Intent any `json:"intent"`
+	// Key is an optional business key (cart id, upstream event id); empty
+	// lets the ledger mint one from the run, the tool and the intent.
+	Key string `json:"key,omitempty"`
+	// Request is the vendor call's envelope, kept so the resolver can replay
+	// it with the same key.
+	Request *ledger.Request `json:"request,omitempty"`
+	// Expect is the amount the call means to move; a webhook that disagrees
+	// raises an alert instead of a silent success.
+	Expect *ledger.Expect `json:"expect,omitempty"`
+}
+
+// ClaimResponse is the answer to a claim or a compensation.
+type ClaimResponse struct {
+	Decision ledger.Decision `json:"decision"`
+	// Code says why a stop stops (ledger.CodeFailedPoison, ledger.CodeToolFrozen).
+	Code string `json:"code,omitempty"`
+	// Row is nil only for a frozen tool with no row.
+	Row               *ledger.Row `json:"row"`
+	ReplayWindowUntil *time.Time  `json:"replay_window_until,omitempty"`
+	// HTTPStatus is the API's status: 201 proceed, 409 wait, 423 frozen, 200 the rest.
+	HTTPStatus int `json:"-"`
+}
+
+// Key returns the row's key ("" for a frozen tool with no row).
+func (r ClaimResponse) Key() string {
+	if r.Row == nil {
+		return ""
+	}
+	return r.Row.Key
+}
+
+// OutcomeReport is the body of POST /v1/claims/{key}/outcome: what one
+// vendor call did.
+type OutcomeReport struct {
+	Kind       ledger.OutcomeKind `json:"kind"`
+	HTTPStatus int                `json:"http_status,omitempty"`
+	ReceiptID  string             `json:"receipt_id,omitempty"`
+	Headers    map[string]string  `json:"headers,omitempty"`
+}
+
+// ResolveRequest is the body of POST /v1/claims/{key}/resolve (admin token).
+type ResolveRequest struct {
+	// Tenant names the row's tenant: an admin token has none.
+	Tenant    string        `json:"tenant"`
+	Status    ledger.Status `json:"status"`
+	ReceiptID string        `json:"receipt_id,omitempty"`
+	// Note says why; required.
+	Note  string `json:"note"`
+	Actor string `json:"actor,omitempty"`
+}
+
+// ListQuery filters GET /v1/claims.
+type ListQuery struct {
+	Status ledger.Status
+	RunID  string
+	Limit  int
+	Cursor string
+}
+
+// Page is a page of rows, newest first.
+type Page struct {
+	Rows       []ledger.Row `json:"rows"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+type rowResponse struct {
+	Row ledger.Row `json:"row"`
+}
+
+// Claim asks for a key before a vendor call. Every decision is an answer,
+// not an error: proceed (201), replay, retry_same_key, stop (200), wait
+// (409) and stop/tool_frozen (423). A transport failure or a 5xx is retried:
+// a resent claim finds the row the first one made. If the first claim's
+// answer was lost after it inserted the row, the resent claim answers wait
+// (the row's lease is held) — never a second proceed.
+func (c *Client) Claim(ctx context.Context, req ClaimRequest) (ClaimResponse, error) {
+	return c.claim(ctx, req, 0)
+}
+
+// ClaimWait is Claim with ?wait=: an in-flight row is waited on for up to
+// wait (at most 30 s) before the answer is wait.
+func (c *Client) ClaimWait(ctx context.Context, req ClaimRequest, wait time.Duration) (ClaimResponse, error) {
+	return c.claim(ctx, req, wait)
+}
+
+func (c *Client) claim(ctx context.Context, req ClaimRequest, wait time.Duration) (ClaimResponse, error) {
+	if req.Intent == nil {
+		return ClaimResponse{}, fmt.Errorf("claim: %w: intent is required", ErrInvalidInput)
+	}
+	r := request{method: http.MethodPost, path: "/v1/claims", body: req,
+		accept: []int{http.StatusConflict, http.StatusLocked}}
+	if wait > 0 {
+		r.query = url.Values{"wait": {wait.String()}}
+		r.extra = wait
+	}
+	var out ClaimResponse
+	status, err := c.do(ctx, r, true, &out)
+	if err != nil {
+		return ClaimResponse{}, fmt.Errorf("claim: %w", err)
+	}
+	out.HTTPStatus = status
+	if out.Decision == "" {
+		return ClaimResponse{}, errors.New("claim: answer without a decision")
+	}
+	return out, nil
+}
+
+// ReportOutcome reports one vendor call. It is resent with the same body on
+// a transport failure or a 5xx: the ledger applies a repeated report once.
+// When it finally fails the row stays pending for the resolver.
+func (c *Client) ReportOutcome(ctx context.Context, key string, o OutcomeReport) (ledger.Row, error) {
+	var out rowResponse
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: keyPath(key, "/outcome"), body: o}, true, &out); err != nil {
+		return ledger.Row{}, fmt.Errorf("report outcome of %s: %w", key, err)
+	}
+	return out.Row, nil
+}
+
+// Get returns the row of key.
+func (c *Client) Get(ctx context.Context, key string) (ledger.Row, error) {
+	var q url.Values
+	if c.tenant != "" {
+		q = url.Values{"tenant": {c.tenant}}
+	}
+	var out rowResponse
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: keyPath(key, ""), query: q}, true, &out); err != nil {
+		return ledger.Row{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	return out.Row, nil
+}
+
+// List returns a page of rows, newest first.
+func (c *Client) List(ctx context.Context, lq ListQuery) (Page, error) {
+	q := url.Values{}
+	if c.tenant != "" {
+		q.Set("tenant", c.tenant)
+	}
+	if lq.Status != "" {
+		q.Set("status", string(lq.Status))
+	}
+	if lq.RunID != "" {
+		q.Set("run_id", lq.RunID)
+	}
+	if lq.Limit > 0 {
+		q.Set("limit", strconv.Itoa(lq.Limit))
+	}
+	if lq.Cursor != "" {
+		q.Set("cursor", lq.Cursor)
+	}
+	var out Page
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/claims", query: q}, true, &out); err != nil {
+		return Page{}, fmt.Errorf("list: %w", err)
+	}
+	return out, nil
+}
+
+// Compensate claims the derived key that undoes key's side effect (refund,
+// void). It answers like a claim; a second request finds the first
+// compensation row. ErrCompensationPending while the original is open,
+// ErrCompensationFailed when it failed.
+func (c *Client) Compensate(ctx context.Context, key, action string) (ClaimResponse, error) {
+	body := struct {
+		Action string `json:"action"`
+	}{action}
+	var out ClaimResponse
+	status, err := c.do(ctx, request{method: http.MethodPost, path: keyPath(key, "/compensations"), body: body,
+		accept: []int{http.StatusConflict, http.StatusLocked}}, true, &out)
+	if err != nil {
+		return ClaimResponse{}, fmt.Errorf("compensate %s: %w", key, err)
+	}
+	out.HTTPStatus = status
+	return out, nil
+}
+
+// Resolve closes a row by hand (admin token): succeeded or failed_poison,
+// with a note saying why.
+func (c *Client) Resolve(ctx context.Context, key string, r ResolveRequest) (ledger.Row, error) {
+	var out rowResponse
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: keyPath(key, "/resolve"), body: r}, true, &out); err != nil {
+		return ledger.Row{}, fmt.Errorf("resolve %s: %w", key, err)
+	}
+	return out.Row, nil
+}

@@ -1,0 +1,311 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// Result is what one vendor call answered: its HTTP status, the vendor's
+// object id, and the vendor headers the ledger's classification reads
+// (Idempotent-Replayed, Stripe-Should-Retry). A call that got no answer
+// returns an error and a zero Result.
+type Result struct {
+	HTTPStatus int
+	ReceiptID  string
+	Headers    map[string]string
+}
+
+// CallFunc makes the vendor call for one attempt. It must send key as the
+// vendor's idempotency key and localID in the vendor's metadata (the
+// Transport and StripeBackend do both from ctx). It returns the vendor's
+// answer; an error with a zero HTTPStatus means no answer arrived (a timeout
+// or a broken connection), an error with a status is the vendor's refusal.
+type CallFunc func(ctx context.Context, key, localID string) (Result, error)
+
+// Outcome is how Do ended.
+type Outcome struct {
+	// Decision is the claim decision Do acted on last (proceed,
+	// retry_same_key, replay or stop; a wait is followed by another decision).
+	Decision ledger.Decision
+	Key      string
+	LocalID  string
+	// Row is the row as Do last saw it: after the report, or as replayed.
+	Row ledger.Row
+	// Called is true when Do called the vendor; Result is then its answer.
+	Called bool
+	Result Result
+	// Kind is the outcome kind reported for the call.
+	Kind ledger.OutcomeKind
+	// Replayed is true when the receipt came from the ledger without a call.
+	Replayed bool
+	// Waited is true when the key was in flight elsewhere and Do waited.
+	Waited bool
+}
+
+// ReceiptID is the vendor object id of the side effect, if known.
+func (o Outcome) ReceiptID() string {
+	if o.Row.UpstreamReceiptID != "" {
+		return o.Row.UpstreamReceiptID
+	}
+	return o.Result.ReceiptID
+}
+
+// Do runs one tool call under the ledger:
+//
+//   - it claims the intent's key;
+//   - on proceed or retry_same_key it calls call with the key and local id
+//     (ctx carries them, see WithKey), classifies what happened — an answer
+//     (status, receipt, vendor headers), a timeout, a network error — and
+//     reports it, resending the same report if it is lost;
+//   - on replay it returns the stored receipt without calling;
+//   - on wait it waits for the row to settle, on NATS when WithNATS was given
+//     (with the API as the fallback), else by long-polling the claim, and
+//     then acts on the new decision;
+//   - on stop it returns a *StopError.
+//
+// A nil error means the side effect happened (Row.Status succeeded). A
+// *StopError means the ledger or the vendor refused the intent. A
+// *UnsettledError means nobody knows yet (timeout, 5xx, a lost report): the
+// row stays pending or unknown, and the resolver, a webhook or a later Do
+// with the same intent closes it — never call the vendor again under a new
+// key. If the process dies between call and report, the row stays pending
+// the same way: its lease (pending_until) runs out, then a retry of the same
+// intent gets retry_same_key (same key, so the vendor replays) or the
+// resolver settles it from vendor truth.
+//
+// A panic in call is reported as a network error (the row becomes unknown)
+// and then re-raised.
+func (c *Client) Do(ctx context.Context, claim ClaimRequest, call CallFunc) (Outcome, error) {
+	resp, err := c.Claim(ctx, claim)
+	if err != nil {
+		return Outcome{}, err
+	}
+	waited := false
+	for {
+		out := outcomeOf(resp)
+		out.Waited = waited
+		c.log.DebugContext(ctx, "claim decided", "key", out.Key, "run_id", claim.RunID, "decision", resp.Decision)
+		switch resp.Decision {
+		case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
+			return c.attempt(ctx, out, call)
+		case ledger.DecisionReplay:
+			out.Replayed = true
+			out.Result = Result{HTTPStatus: resp.Row.LastHTTPStatus, ReceiptID: resp.Row.UpstreamReceiptID}
+			return out, nil
+		case ledger.DecisionStop:
+			return out, &StopError{Code: resp.Code, Key: out.Key, Row: resp.Row}
+		case ledger.DecisionWait:
+			if resp.Row == nil {
+				return out, fmt.Errorf("claim: wait without a row")
+			}
+			waited = true
+			if resp, err = c.waitSettled(ctx, claim, resp); err != nil {
+				return out, err
+			}
+		default:
+			return out, fmt.Errorf("claim: unknown decision %q", resp.Decision)
+		}
+	}
+}
+
+func outcomeOf(resp ClaimResponse) Outcome {
+	out := Outcome{Decision: resp.Decision}
+	if resp.Row != nil {
+		out.Row = *resp.Row
+		out.Key, out.LocalID = resp.Row.Key, resp.Row.MetadataLocalID
+	}
+	return out
+}
+
+// attempt calls the vendor once and reports what happened.
+func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Outcome, err error) {
+	out.Called = true
+	cctx := WithKey(ctx, out.Key, out.LocalID)
+	if c.callTimeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(cctx, c.callTimeout)
+		defer cancel()
+	}
+	res, callErr, panicked := runCall(cctx, call, out.Key, out.LocalID)
+	if panicked != nil {
+		// The vendor may have committed before the panic: report unknown so
+		// the row leaves its lease and the resolver looks, then re-raise.
+		_, _ = c.report(ctx, out.Key, OutcomeReport{Kind: ledger.OutcomeNetworkError})
+		panic(panicked)
+	}
+	rep := classify(res, callErr)
+	out.Result, out.Kind = res, rep.Kind
+	if rep.Kind != ledger.OutcomeResponse {
+		c.log.WarnContext(ctx, "vendor call got no answer", "key", out.Key, "kind", rep.Kind, "err", callErr)
+	}
+	row, err := c.report(ctx, out.Key, rep)
+	if err != nil {
+		return out, &UnsettledError{Key: out.Key, Err: errors.Join(fmt.Errorf("%w: %w", ErrReportFailed, err), callErr)}
+	}
+	out.Row = row
+	switch row.Status {
+	case ledger.StatusSucceeded:
+		if callErr != nil {
+			// The vendor said 2xx (or 409 with a receipt) but the call still
+			// failed, e.g. decoding its body: the side effect happened.
+			c.log.WarnContext(ctx, "vendor call succeeded with an error", "key", out.Key, "err", callErr)
+		}
+		return out, nil
+	case ledger.StatusFailedPoison:
+		if callErr == nil {
+			callErr = fmt.Errorf("vendor answered %d", res.HTTPStatus)
+		}
+		return out, &StopError{Code: ledger.CodeFailedPoison, Key: out.Key, Row: &row, Err: callErr}
+	}
+	if callErr == nil {
+		callErr = fmt.Errorf("vendor answered %d", res.HTTPStatus)
+	}
+	return out, &UnsettledError{Key: out.Key, Status: row.Status, Err: callErr}
+}
+
+// runCall runs call, catching a panic so it can be reported first.
+func runCall(ctx context.Context, call CallFunc, key, localID string) (res Result, err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	res, err = call(ctx, key, localID)
+	return res, err, nil
+}
+
+// classify turns a call's return into the report. An answer with a status
+// is a response, whatever the error; without one, a deadline or a net
+// timeout is a timeout and anything else a network error (both leave the
+// row unknown). A nil error without a status but with a receipt is a 200 (an
+// SDK that hides the status); with neither it is unknown, never a success.
+func classify(res Result, err error) OutcomeReport {
+	r := OutcomeReport{HTTPStatus: res.HTTPStatus, ReceiptID: res.ReceiptID, Headers: res.Headers}
+	switch {
+	case res.HTTPStatus != 0:
+		r.Kind = ledger.OutcomeResponse
+	case err == nil && res.ReceiptID != "":
+		r.Kind, r.HTTPStatus = ledger.OutcomeResponse, 200
+	case isTimeout(err):
+		r.Kind = ledger.OutcomeTimeout
+	default:
+		r.Kind = ledger.OutcomeNetworkError
+	}
+	if r.Kind != ledger.OutcomeResponse {
+		r.HTTPStatus = 0
+	}
+	return r
+}
+
+func isTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// report delivers an outcome with its own deadline, detached from ctx's
+// cancellation: a call that used up the caller's deadline is exactly the one
+// whose timeout must reach the ledger.
+func (c *Client) report(ctx context.Context, key string, rep OutcomeReport) (ledger.Row, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.reportTimeout)
+	defer cancel()
+	return c.ReportOutcome(rctx, key, rep)
+}
+
+// waitSettled waits until a claim of the row answers something other than
+// wait, or ctx ends.
+func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last ClaimResponse) (ClaimResponse, error) {
+	row := last.Row
+	if c.js != nil {
+		resp, fallback, err := c.waitNATS(ctx, claim, *row)
+		if err != nil || !fallback {
+			return resp, err
+		}
+	}
+	for {
+		resp, err := c.ClaimWait(ctx, claim, c.wait)
+		if err == nil && resp.Decision != ledger.DecisionWait {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
+		}
+		if err != nil {
+			// do() already retried; pause before the next long poll.
+			c.log.WarnContext(ctx, "long poll failed", "key", row.Key, "err", err)
+			t := time.NewTimer(c.poll)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
+			}
+		}
+	}
+}
+
+// waitNATS waits with events.Await. Its ledger check claims again (without
+// ?wait): a row can leave wait without a resolution event (an unknown row
+// whose lease ran out answers retry_same_key), and a lost event must not
+// strand the run. It reports fallback when the caller should go on waiting
+// by long polls: the stream said a human was paged (it will only repeat
+// that), or its event ran ahead of the API's view.
+func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Row) (ClaimResponse, bool, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var moved *ClaimResponse
+	check := func(cctx context.Context) (ledger.Event, bool, error) {
+		resp, err := c.Claim(cctx, claim)
+		if err != nil {
+			return ledger.Event{}, false, err
+		}
+		if resp.Decision != ledger.DecisionWait {
+			// Await runs the check on the calling goroutine, so moved is
+			// read after Await returns without a race.
+			moved = &resp
+			cancel()
+		}
+		return ledger.Event{}, false, nil
+	}
+	opts := []events.AwaitOption{events.WithLedger(check), events.WithPollInterval(c.poll)}
+	if len(c.streamOpts) == 2 {
+		opts = append(opts, events.WithStream(c.streamOpts[0]), events.WithSubjectPrefix(c.streamOpts[1]))
+	}
+	ev, err := events.Await(actx, c.js, row.Tenant, row.RunID, row.Key, opts...)
+	if moved != nil {
+		return *moved, false, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ClaimResponse{}, false, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
+		}
+		return ClaimResponse{}, false, fmt.Errorf("await %s: %w", row.Key, err)
+	}
+	c.log.DebugContext(ctx, "resolution event", "key", row.Key, "status", ev.Status)
+	if ev.Status == ledger.EventEscalated {
+		c.log.WarnContext(ctx, "key escalated to a human; waiting on the api", "key", row.Key, "run_id", row.RunID)
+		return ClaimResponse{}, true, nil
+	}
+	// Settled: the claim now answers replay or stop.
+	resp, err := c.Claim(ctx, claim)
+	if err != nil {
+		return ClaimResponse{}, false, err
+	}
+	if resp.Decision == ledger.DecisionWait {
+		// The event ran ahead of this replica's view; the long poll catches up.
+		return ClaimResponse{}, true, nil
+	}
+	return resp, false, nil
+}

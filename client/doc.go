@@ -1,0 +1,34 @@
+// Package client is the Go SDK for agent runtimes: it puts every write tool
+// call under the reconciler ledger, so a timeout retried by the model loop,
+// the harness and the HTTP client is still one side effect.
+//
+//   - New, Claim, ReportOutcome, Get, List, Compensate and Resolve mirror the
+//     claim API (ARCHITECTURE.md §5); every API error is an *Error that
+//     matches a sentinel with errors.Is (ErrNotFound, ErrFingerprintMismatch,
+//     ErrUnavailable, …).
+//   - Do claims the intent's key, calls the vendor only on proceed or
+//     retry_same_key, classifies and reports the answer (resending a lost
+//     report with the same body), replays a stored receipt, waits for a key in
+//     flight elsewhere (NATS via events.Await, or long polls), and returns a
+//     *StopError or *UnsettledError when the side effect did not (or may not
+//     have) happened. It never calls the vendor under a new key: a crash
+//     between the call and the report leaves the row pending for its lease,
+//     then a retry of the same intent gets the same key (or the resolver
+//     settles the row from vendor truth).
+//   - Scrub and ScrubSchema keep a model from choosing a write's identity:
+//     they remove idempotency_key, request_id, message_id-style fields from
+//     tool arguments and from the tool schema the model sees.
+//   - StripeBackend (a stripe.Backend) and StripeParams make stripe-go writes
+//     carry the ledger key explicitly and metadata[metadata_local_id];
+//     StripeResult reads the answer. Transport does the same for any vendor
+//     over plain HTTP (Idempotency-Key, PayPal-Request-Id, or a body field).
+//
+// Imports: ledger (types and sentinels only) and events (Await); from
+// outside, nats.go/jetstream and stripe-go. Never a store, the api or any
+// other adapter (make lint checks).
+//
+// Concurrency: a Client is safe for concurrent use; Do runs the vendor call
+// on the caller's goroutine and starts no goroutine of its own (events.Await
+// owns and stops its consumer before returning). Transport and StripeBackend
+// are safe for concurrent use; Scrubber is read-only after NewScrubber.
+package client

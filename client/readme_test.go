@@ -1,0 +1,43 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/stripe/stripe-go/v79"
+	stripeclient "github.com/stripe/stripe-go/v79/client"
+
+	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// readmeExample is the README's "For agent runtimes" snippet, kept here so
+// it stops compiling when the SDK drifts from it. It is not run: it would
+// call the real Stripe.
+func readmeExample(ctx context.Context, runID, callID string) {
+	rc, _ := client.New("http://127.0.0.1:8080", os.Getenv("RECONCILER_TOKEN"))
+	sc := &stripeclient.API{} // StripeBackend puts the ledger key on every write, or refuses it
+	sc.Init(os.Getenv("STRIPE_API_KEY"), &stripe.Backends{API: client.NewStripeBackend(nil)})
+
+	out, err := rc.Do(ctx, client.ClaimRequest{
+		RunID: runID, Tool: "stripe.payment_intents.create", ToolCallID: callID,
+		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		// Only what defines the side effect: never a timestamp or an id the model made up.
+		Intent: map[string]any{"amount": 1050, "currency": "usd", "customer": "cus_123"},
+	}, func(ctx context.Context, key, localID string) (client.Result, error) {
+		params := &stripe.PaymentIntentParams{Amount: stripe.Int64(1050), Currency: stripe.String("usd"),
+			Customer: stripe.String("cus_123")}
+		params.Context = ctx // carries key and localID: Idempotency-Key and metadata[metadata_local_id]
+		pi, err := sc.PaymentIntents.New(params)
+		return client.StripeResult(pi, err) // status, pi id, Idempotent-Replayed, Stripe-Should-Retry
+	})
+	switch {
+	case err == nil: // charged once: out.ReceiptID() is the PaymentIntent, new or replayed
+		_ = out.ReceiptID()
+	case errors.Is(err, client.ErrStopped): // refused (declined, frozen tool): do not retry this intent
+	case errors.Is(err, client.ErrUnsettled): // not known yet: pause the run, never retry under a new key
+	}
+}
+
+var _ = readmeExample

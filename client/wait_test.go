@@ -1,0 +1,222 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// startNATS runs an embedded NATS on a random port, the RECON stream and
+// the outbox relay over e's store, all stopped when the test ends.
+func startNATS(t *testing.T, e *env) jetstream.JetStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := events.StartServer(ctx, events.ServerOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("nats: %v", err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	})
+	nc, js, err := events.Connect(srv.ClientURL(), nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{}); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	relay, err := events.NewRelay(e.store, js, events.RelayOptions{})
+	if err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = relay.Run(rctx) }()
+	t.Cleanup(func() { rcancel(); <-done })
+	return js
+}
+
+// waitClaims polls the API's metrics until n claims answered wait.
+func waitClaims(t *testing.T, reg *prometheus.Registry, n float64) {
+	t.Helper()
+	waitFor(t, "a claim answered wait", func() bool {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("gather: %v", err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "reconciler_claims_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "decision" && l.GetValue() == "wait" && m.GetCounter().GetValue() >= n {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+}
+
+// TestDoWaits: a second runtime claims a key in flight elsewhere, waits
+// (long polls, or NATS with the API as the fallback), and acts on how the
+// first runtime's attempt ended.
+func TestDoWaits(t *testing.T) {
+	tests := []struct {
+		name string
+		nats bool
+		// poll is the waiting client's poll interval; long for NATS cases
+		// where the event alone must wake it.
+		poll         time.Duration
+		report       client.OutcomeReport
+		wantDecision ledger.Decision
+		wantErr      error
+		wantCalled   bool
+	}{
+		{name: "long poll, then succeeded: replay", poll: 20 * time.Millisecond,
+			report:       client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_7"},
+			wantDecision: ledger.DecisionReplay},
+		{name: "long poll, then failed: stop", poll: 20 * time.Millisecond,
+			report:       client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 400},
+			wantDecision: ledger.DecisionStop, wantErr: client.ErrStopped},
+		{name: "long poll, then unknown: retry with the same key", poll: 20 * time.Millisecond,
+			report:       client.OutcomeReport{Kind: ledger.OutcomeTimeout},
+			wantDecision: ledger.DecisionRetrySameKey, wantCalled: true},
+		{name: "nats, then succeeded: replay", nats: true, poll: time.Hour,
+			report:       client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 201, ReceiptID: "pi_7"},
+			wantDecision: ledger.DecisionReplay},
+		{name: "nats, then failed: stop", nats: true, poll: time.Hour,
+			report:       client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 402, Headers: map[string]string{"Stripe-Should-Retry": "false"}},
+			wantDecision: ledger.DecisionStop, wantErr: client.ErrStopped},
+		{name: "nats, then unknown: the ledger check grants the retry", nats: true, poll: 20 * time.Millisecond,
+			report:       client.OutcomeReport{Kind: ledger.OutcomeNetworkError},
+			wantDecision: ledger.DecisionRetrySameKey, wantCalled: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			e := newEnv(t, func(o *api.Options) { o.Registerer = reg })
+			rec := &recorder{}
+			opts := []client.Option{client.WithPollInterval(tt.poll), client.WithWait(5 * time.Second),
+				client.WithHTTPClient(&http.Client{Transport: rec})}
+			if tt.nats {
+				opts = append(opts, client.WithNATS(startNATS(t, e)))
+			}
+			first := e.client(t)
+			second := e.client(t, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+
+			claimed, err := first.Claim(ctx, chargeClaim(1050))
+			if err != nil || claimed.Decision != ledger.DecisionProceed || claimed.HTTPStatus != http.StatusCreated {
+				t.Fatalf("first claim = %+v, %v; want 201 proceed", claimed, err)
+			}
+			type result struct {
+				out client.Outcome
+				err error
+			}
+			done := make(chan result, 1)
+			var calledWith string
+			go func() {
+				out, err := second.Do(ctx, chargeClaim(1050), func(_ context.Context, key, _ string) (client.Result, error) {
+					calledWith = key
+					return client.Result{HTTPStatus: 200, ReceiptID: "pi_7", Headers: map[string]string{"Idempotent-Replayed": "true"}}, nil
+				})
+				done <- result{out, err}
+			}()
+			waitClaims(t, reg, 1)
+			if _, err := first.ReportOutcome(ctx, claimed.Key(), tt.report); err != nil {
+				t.Fatalf("report: %v", err)
+			}
+			r := <-done
+			if tt.wantErr == nil && r.err != nil {
+				t.Fatalf("Do: %v", r.err)
+			}
+			if tt.wantErr != nil && !errors.Is(r.err, tt.wantErr) {
+				t.Fatalf("Do error = %v, want %v", r.err, tt.wantErr)
+			}
+			if !r.out.Waited || r.out.Decision != tt.wantDecision || r.out.Called != tt.wantCalled {
+				t.Errorf("outcome: waited %v decision %s called %v; want waited, %s, called %v",
+					r.out.Waited, r.out.Decision, r.out.Called, tt.wantDecision, tt.wantCalled)
+			}
+			if tt.wantCalled && calledWith != claimed.Key() {
+				t.Errorf("called with key %q, want %q", calledWith, claimed.Key())
+			}
+			if got := rec.longPolls(); (got > 0) == tt.nats {
+				t.Errorf("long polls = %d with nats=%v: the wait took the wrong path", got, tt.nats)
+			}
+			if tt.wantDecision == ledger.DecisionReplay && r.out.ReceiptID() != "pi_7" {
+				t.Errorf("receipt = %q, want pi_7", r.out.ReceiptID())
+			}
+		})
+	}
+}
+
+// recorder counts the long-polling claims a client sends.
+type recorder struct {
+	mu    sync.Mutex
+	polls int
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Has("wait") {
+		r.mu.Lock()
+		r.polls++
+		r.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (r *recorder) longPolls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.polls
+}
+
+// TestDoWaitEndsWithContext: a key in flight elsewhere that never settles
+// ends the wait when ctx ends, as an unsettled error, without a call.
+func TestDoWaitEndsWithContext(t *testing.T) {
+	for _, useNATS := range []bool{false, true} {
+		name := "long poll"
+		if useNATS {
+			name = "nats"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			var opts []client.Option
+			if useNATS {
+				opts = append(opts, client.WithNATS(startNATS(t, e)))
+			}
+			c := e.client(t, append(opts, client.WithWait(50*time.Millisecond))...)
+			if _, err := c.Claim(context.Background(), chargeClaim(1050)); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			out, err := c.Do(ctx, chargeClaim(1050), func(context.Context, string, string) (client.Result, error) {
+				t.Error("called while the key was in flight")
+				return client.Result{}, nil
+			})
+			if !errors.Is(err, client.ErrUnsettled) || !errors.Is(err, context.DeadlineExceeded) || out.Called {
+				t.Errorf("Do = %+v, %v; want unsettled by the deadline, no call", out, err)
+			}
+		})
+	}
+}
