@@ -70,6 +70,8 @@ func benchClaim(tb testing.TB, i int) ledger.Claim {
 	return c
 }
 
+// reportGroups reports the mean group size and pages written per group;
+// with BOLT_BENCH_DETAIL set, also where a group's time went.
 func reportGroups(b *testing.B, s *Store) {
 	st := s.Stats()
 	if st.Groups > 0 {
@@ -89,6 +91,9 @@ func BenchmarkClaim(b *testing.B) {
 	for _, callers := range benchCallers {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			s := mustOpen(b, Options{Policy: ledger.DefaultPolicy()})
+			// BOLT_BENCH_YIELDS overrides the committer's yield budget
+			// (0 turns the yielding off; see take) for the comparison in
+			// BENCHMARKS.md.
 			if y := os.Getenv("BOLT_BENCH_YIELDS"); y != "" {
 				s.maxYields, _ = strconv.Atoi(y)
 			}
@@ -105,6 +110,41 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimOptions measures the bbolt options the store sets, at 64
+// callers with one reader scanning the due index throughout (the resolver's
+// load): the default (map freelist, no freelist sync, 1 GiB initial map),
+// the freelist written on every commit, and a map that starts small and is
+// remapped as the file grows (a remap waits for open read transactions).
+func BenchmarkClaimOptions(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"default", Options{}},
+		{"freelist_sync", Options{FreelistSync: true}},
+		{"small_mmap", Options{InitialMmapSize: 1}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tc.opts.Policy = ledger.DefaultPolicy()
+			s := mustOpen(b, tc.opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			var reader sync.WaitGroup
+			reader.Go(func() {
+				for ctx.Err() == nil {
+					_, _ = s.Due(ctx, t0.Add(time.Hour), 100)
+				}
+			})
+			runCallers(b, 64, "claims/s", func(i int) error {
+				_, err := s.Claim(context.Background(), benchClaim(b, i))
+				return err
+			})
+			cancel()
+			reader.Wait()
+			reportGroups(b, s)
+		})
+	}
+}
+
 func BenchmarkReport(b *testing.B) {
 	for _, callers := range benchCallers {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
@@ -116,7 +156,7 @@ func BenchmarkReport(b *testing.B) {
 				rows[i] = benchClaim(b, i).Row
 				keys[i] = rows[i].Key
 			}
-			if err := bulkPut(s.db, rows); err != nil {
+			if err := bulkPut(s.db, rows, 0); err != nil {
 				b.Fatal(err)
 			}
 			runCallers(b, callers, "reports/s", func(i int) error {
@@ -189,6 +229,9 @@ func BenchmarkPostgresClaim(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer pool.Close()
+			if err := pool.Ping(ctx); err != nil {
+				b.Skipf("PostgreSQL at RECONCILER_TEST_POSTGRES_URL is unreachable: %v", err)
+			}
 			warmPool(b, pool, int(cfg.MaxConns))
 			table := fmt.Sprintf("bench_claims_%d", time.Now().UnixNano())
 			ddl := []string{
@@ -317,7 +360,7 @@ func dueFixture(b *testing.B, settled int) string {
 		rows := make([]ledger.Row, 0, batch)
 		for i := lo; i < min(lo+batch, settled+dueOpen); i++ {
 			r := tmpl.Clone()
-			r.Key = fmt.Sprintf("%064x", i) // minted-key shape, sequential: a fast bulk load
+			r.Key = fmt.Sprintf("%032x%032x", i, 0) // minted-key shape, sequential: a fast bulk load
 			r.MetadataLocalID = ledger.LocalID(r.Tenant, r.Key)
 			r.ToolCallID = "call_" + strconv.Itoa(i)
 			r.FirstSeenAt = t0.Add(-time.Duration(settled+dueOpen-i) * time.Millisecond)
@@ -329,7 +372,7 @@ func dueFixture(b *testing.B, settled int) string {
 			}
 			rows = append(rows, r)
 		}
-		if err := bulkPut(s.db, rows); err != nil {
+		if err := bulkPut(s.db, rows, 0.95); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -341,10 +384,17 @@ func dueFixture(b *testing.B, settled int) string {
 	return path
 }
 
-// bulkPut inserts rows through PutRow in one direct bbolt transaction.
-func bulkPut(db *bolt.DB, rows []ledger.Row) error {
+// bulkPut inserts rows through PutRow in one direct bbolt transaction. A
+// fill above zero packs the pages of a sequential load (bbolt splits at
+// half a page by default, which would double the fixture's size).
+func bulkPut(db *bolt.DB, rows []ledger.Row, fill float64) error {
 	return db.Update(func(btx *bolt.Tx) error {
 		tx := newTx(nil, btx)
+		if fill > 0 {
+			for _, name := range allBuckets {
+				tx.bucket(name).FillPercent = fill
+			}
+		}
 		for _, r := range rows {
 			if err := tx.PutRow(nil, r); err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -252,4 +253,53 @@ func TestConcurrentWritersStayConsistent(t *testing.T) {
 		t.Errorf("outbox = %d records, want %d", len(recs), want)
 	}
 	mustConsistent(t, s)
+}
+
+func TestReadOnlyGroupSkipsCommit(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, Options{})
+	req := claimReq("acme", "", "run_1", 1)
+	key := mustClaim(t, s, req, t0).Row.Key
+	if _, _, err := s.Report(ctx, "acme", key, ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_1", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	pagesBefore, statsBefore := pagesWritten(s), s.Stats()
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"replayed claim", func() error {
+			res := mustClaim(t, s, req, t0.Add(time.Minute))
+			if res.Decision != ledger.DecisionReplay {
+				return fmt.Errorf("decision %s, want replay", res.Decision)
+			}
+			return nil
+		}},
+		{"report on a missing key", func() error {
+			_, _, err := s.Report(ctx, "acme", "missing", ledger.Outcome{Kind: ledger.OutcomeTimeout, At: t0})
+			if !errors.Is(err, ledger.ErrNotFound) {
+				return fmt.Errorf("err %v, want ErrNotFound", err)
+			}
+			return nil
+		}},
+		{"reschedule of a settled row", func() error { return s.Reschedule(ctx, "acme", key, t0) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if got := pagesWritten(s); got != pagesBefore {
+		t.Errorf("pages written = %d, want none", got-pagesBefore)
+	}
+	if got := s.Stats().ReadOnly - statsBefore.ReadOnly; got != uint64(len(cases)) {
+		t.Errorf("read-only groups = %d, want %d", got, len(cases))
+	}
+}
+
+func pagesWritten(s *Store) int64 {
+	st := s.db.Stats()
+	return st.TxStats.GetWrite()
 }

@@ -156,9 +156,13 @@ func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
 	}
 	err := s.write(ctx, func(tx *boltTx) error {
 		ob := tx.bucket(bucketOutbox)
-		tx.writes++
 		for _, seq := range seqs {
-			if err := ob.Delete(seqKey(seq)); err != nil {
+			k := seqKey(seq)
+			if ob.Get(k) == nil {
+				continue // acked before, or never written: nothing to commit
+			}
+			tx.writes++
+			if err := ob.Delete(k); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,5 +171,49 @@ func TestEveryMethodUnavailableAfterClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
+	}
+}
+
+func TestIOFailureIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	var file *os.File
+	s, err := Open(filepath.Join(t.TempDir(), "reconciler.db"), Options{
+		openFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, mode)
+			file = f
+			return f, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustClaim(t, s, claimReq("acme", "", "run_1", 1), t0)
+	// The disk goes away under the store: every page write now fails.
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ledger.NewClaim(claimReq("acme", "", "run_1", 2), s.policy, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, c); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("claim after an I/O failure: %v, want ErrUnavailable", err)
+	}
+	// The failed group left nothing behind: the row is not there.
+	if _, err := s.Get(ctx, "acme", c.Row.Key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("get of the failed claim: %v, want ErrNotFound", err)
+	}
+}
+
+func TestOpenCreatesDataDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", "reconciler.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("open in a missing directory: %v", err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("file not created: %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,6 +38,9 @@ type Options struct {
 	// it costs a page write per commit, and the freelist is rebuilt by a scan
 	// on open instead (a few hundred ms per GiB).
 	FreelistSync bool
+
+	// openFile replaces os.OpenFile (tests inject I/O failures with it).
+	openFile func(string, int, os.FileMode) (*os.File, error)
 }
 
 // Defaults of Options.
@@ -78,7 +83,7 @@ type Store struct {
 	closeErr  error
 
 	metrics struct {
-		groups, ops, rollbacks atomic.Uint64
+		groups, ops, rollbacks, readOnly atomic.Uint64
 		// runNanos is time spent running ops, commitNanos time spent in
 		// bbolt's commit (spill, page writes, two fdatasyncs).
 		runNanos, commitNanos atomic.Int64
@@ -87,9 +92,10 @@ type Store struct {
 
 var _ ledger.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the ledger file at path and starts the
-// committer. A file held by another process fails after LockTimeout with
-// ErrLocked; a file of a newer schema fails with ErrSchemaTooNew.
+// Open opens (creating it and its directory if needed) the ledger file at
+// path and starts the committer. A file held by another process fails after
+// LockTimeout with ErrLocked; a file of a newer schema fails with
+// ErrSchemaTooNew.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
@@ -103,11 +109,16 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// The data directory of a first start may not exist yet.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:         opts.LockTimeout,
 		NoFreelistSync:  !opts.FreelistSync,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: opts.InitialMmapSize,
+		OpenFile:        opts.openFile,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w (waited %s)", path, ErrLocked, opts.LockTimeout)
@@ -121,7 +132,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		db: db, path: path, policy: opts.Policy, logger: opts.Logger,
-		maxGroup: opts.MaxGroup, maxYields: 8,
+		maxGroup: opts.MaxGroup, maxYields: 32,
 		wake:     make(chan struct{}, 1),
 		loopDone: make(chan struct{}),
 		notify:   make(chan struct{}, 1),
@@ -206,10 +217,11 @@ func (s *Store) Close() error {
 
 // Stats are the committer's counters since Open.
 type Stats struct {
-	// Groups is the number of committed transactions, Ops the writes they
-	// carried (Ops/Groups is the mean group size), Rollbacks the groups
-	// that re-ran without a failed op.
-	Groups, Ops, Rollbacks uint64
+	// Groups is the number of groups run, Ops the ops they carried
+	// (Ops/Groups is the mean group size), Rollbacks the groups that re-ran
+	// without a failed op, ReadOnly the groups that wrote nothing and so
+	// ended without a commit.
+	Groups, Ops, Rollbacks, ReadOnly uint64
 	// RunTime is the time the committer spent running ops, CommitTime the
 	// time bbolt spent committing them (page writes and fdatasyncs).
 	RunTime, CommitTime time.Duration
@@ -218,7 +230,7 @@ type Stats struct {
 // Stats returns the committer's counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Groups: s.metrics.groups.Load(), Ops: s.metrics.ops.Load(), Rollbacks: s.metrics.rollbacks.Load(),
+		Groups: s.metrics.groups.Load(), Ops: s.metrics.ops.Load(), Rollbacks: s.metrics.rollbacks.Load(), ReadOnly: s.metrics.readOnly.Load(),
 		RunTime: time.Duration(s.metrics.runNanos.Load()), CommitTime: time.Duration(s.metrics.commitNanos.Load()),
 	}
 }

@@ -561,3 +561,133 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 	mustConsistent(t, s)
 }
+
+func TestLocalIDIsUnique(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, Options{})
+	// A caller-supplied key of minted shape maps to the same local id in
+	// every tenant, so the second tenant cannot claim it.
+	key := strings.Repeat("ab", 32)
+	first := mustClaim(t, s, claimReq("acme", key, "run_1", 1), t0)
+	c, err := ledger.NewClaim(claimReq("globex", key, "run_1", 1), s.policy, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Row.MetadataLocalID != first.Row.MetadataLocalID {
+		t.Fatalf("local ids differ: %s, %s", c.Row.MetadataLocalID, first.Row.MetadataLocalID)
+	}
+	if _, err := s.Claim(ctx, c); !errors.Is(err, ledger.ErrFingerprintMismatch) {
+		t.Fatalf("second tenant's claim: %v, want ErrFingerprintMismatch", err)
+	}
+
+	cases := []struct {
+		name string
+		put  func(tx *boltTx) error
+	}{
+		{"insert with a taken local id", func(tx *boltTx) error {
+			r := c.Row
+			return tx.PutRow(nil, r)
+		}},
+		{"insert over a stored row", func(tx *boltTx) error {
+			return tx.PutRow(nil, first.Row)
+		}},
+		{"update that renames the row", func(tx *boltTx) error {
+			r := first.Row
+			r.Key = "other"
+			return tx.PutRow(&first.Row, r)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.write(ctx, tc.put); err == nil {
+				t.Fatal("PutRow accepted it")
+			}
+			if _, err := s.Get(ctx, "globex", key); !errors.Is(err, ledger.ErrNotFound) {
+				t.Errorf("globex row: %v, want ErrNotFound", err)
+			}
+			mustConsistent(t, s)
+		})
+	}
+}
+
+func TestTimeKeyOrderAndClamp(t *testing.T) {
+	cases := []struct {
+		name string
+		a, b time.Time // a sorts strictly before b
+	}{
+		{"zero before epoch+1", time.Time{}, time.Unix(0, 1)},
+		{"pre-1970 clamps to zero", time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 1)},
+		{"nanoseconds count", t0, t0.Add(time.Nanosecond)},
+		{"zone does not matter", t0.In(time.FixedZone("x", 3600)), t0.Add(time.Second)},
+		{"far future clamps to the top", t0, time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := appendUint64(nil, timeKey(tc.a)), appendUint64(nil, timeKey(tc.b))
+			if string(a) >= string(b) {
+				t.Errorf("key(%s) = %x, not before key(%s) = %x", tc.a, a, tc.b, b)
+			}
+		})
+	}
+	if timeKey(time.Time{}) != 0 || timeKey(time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)) != ^uint64(0) {
+		t.Error("clamping is off")
+	}
+}
+
+func TestRescheduleToZeroTimeIsDueAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, Options{})
+	r := mustClaim(t, s, claimReq("acme", "", "run_1", 1), t0).Row
+	if err := s.Reschedule(ctx, "acme", r.Key, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Due(ctx, t0.Add(-time.Hour), 10)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("due = %d rows, %v; want the rescheduled row", len(rows), err)
+	}
+	mustConsistent(t, s)
+}
+
+func TestCursorIsBoundToTenant(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, Options{})
+	for i := range 3 {
+		mustClaim(t, s, claimReq("acme", "", "run_1", i), t0.Add(time.Duration(i)*time.Second))
+		mustClaim(t, s, claimReq("globex", "", "run_1", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	page, err := s.List(ctx, ledger.ListQuery{Tenant: "acme", Limit: 1})
+	if err != nil || page.NextCursor == "" {
+		t.Fatalf("page = %+v, %v", page, err)
+	}
+	cases := []struct {
+		name   string
+		tenant string
+		cursor string
+		ok     bool
+	}{
+		{"own tenant", "acme", page.NextCursor, true},
+		{"other tenant", "globex", page.NextCursor, false},
+		{"flipped bit", "acme", flipLast(page.NextCursor), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.List(ctx, ledger.ListQuery{Tenant: tc.tenant, Cursor: tc.cursor})
+			if ok := err == nil; ok != tc.ok {
+				t.Errorf("err = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ledger.ErrInvalidListQuery) {
+				t.Errorf("err = %v, want ErrInvalidListQuery", err)
+			}
+		})
+	}
+}
+
+func flipLast(s string) string {
+	b := []byte(s)
+	if b[len(b)-1] == 'A' {
+		b[len(b)-1] = 'B'
+	} else {
+		b[len(b)-1] = 'A'
+	}
+	return string(b)
+}

@@ -138,6 +138,8 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 			if err := due.Delete(oldDue); err != nil {
 				return fmt.Errorf("put row: %w", err)
 			}
+		} else {
+			newDue = nil // in place already; a Put would only dirty a page
 		}
 	}
 	if newDue != nil {
