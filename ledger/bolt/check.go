@@ -38,7 +38,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 		if v := b(bucketMeta).Get(metaSchemaVersion); string(v) != strconv.Itoa(schemaVersion) {
 			report("meta: schema_version %q, want %d", v, schemaVersion)
 		}
-		var rowsN, openN int
+		var rowsN, openN, keyedN int
 		lids, keys, due, byTime := b(bucketLocalIDs), b(bucketKeys), b(bucketDue), b(bucketByTime)
 		c := b(bucketRows).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -62,8 +62,11 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			if got := lids.Get([]byte(r.MetadataLocalID)); !bytes.Equal(got, k) {
 				ok = report("row %q: local id %s points to %q", k, r.MetadataLocalID, got)
 			}
-			if keys.Get(keysKey(r.Key, r.Tenant)) == nil {
-				ok = report("row %q: missing from the key index", k)
+			if keyIndexed(&r) {
+				keyedN++
+			}
+			if inKeys := keys.Get(keysKey(r.Key, r.Tenant)) != nil; inKeys != keyIndexed(&r) {
+				ok = report("row %q: in the key index %v, want %v", k, inKeys, keyIndexed(&r))
 			}
 			if r.Status.Open() {
 				openN++
@@ -81,7 +84,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 		for _, idx := range []struct {
 			name []byte
 			want int
-		}{{bucketLocalIDs, rowsN}, {bucketKeys, rowsN}, {bucketDue, openN}, {bucketByTime, rowsN}} {
+		}{{bucketLocalIDs, rowsN}, {bucketKeys, keyedN}, {bucketDue, openN}, {bucketByTime, rowsN}} {
 			if got := b(idx.name).Stats().KeyN; got != idx.want {
 				if !report("%s: %d entries, want %d (dangling entries)", idx.name, got, idx.want) {
 					return nil

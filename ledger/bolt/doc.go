@@ -14,7 +14,8 @@
 //
 //	rows           tenant \x00 key                      → {"v":1,"row":…}
 //	local_ids      metadata_local_id                    → tenant \x00 key
-//	keys           key \x00 tenant                      → (joins on an echoed key)
+//	keys           key \x00 tenant                      → (joins on an echoed key; business keys only —
+//	                                                     a minted key is found through its local id)
 //	due            next_check_at ‖ tenant \x00 key      → (open rows only)
 //	by_time        tenant \x00 first_seen_at ‖ key      → (List, newest first)
 //	outbox         seq (bucket.NextSequence)            → ledger.Event

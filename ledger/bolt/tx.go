@@ -75,15 +75,32 @@ func (t *boltTx) RowByLocalID(localID string) (ledger.Row, error) {
 	return decodeRow(v)
 }
 
-// TenantsOfKey scans key \x00 in the keys index.
+// TenantsOfKey finds the tenants holding key: a row whose local id derives
+// from its key (every minted key) is found through the local id index; other
+// keys through the keys index (key \x00 tenant).
 func (t *boltTx) TenantsOfKey(key string) ([]string, error) {
-	prefix := append([]byte(key), sep)
 	var tenants []string
+	if ledger.IsMintedKey(key) {
+		if rk := t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalIDPrefix + key[:32])); rk != nil {
+			if tenant, k, ok := splitRowKey(rk); ok && k == key {
+				tenants = append(tenants, tenant)
+			}
+		}
+	}
+	prefix := append([]byte(key), sep)
 	c := t.bucket(bucketKeys).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		tenants = append(tenants, string(k[len(prefix):]))
 	}
 	return tenants, nil
+}
+
+// keyIndexed reports whether row needs an entry in the keys index. A row
+// whose local id is its key's own prefix (every minted key) is found by key
+// through the local id index, which saves one random-keyed B-tree insert —
+// about a quarter of the pages a claim writes.
+func keyIndexed(row *ledger.Row) bool {
+	return !(ledger.IsMintedKey(row.Key) && row.MetadataLocalID == ledger.LocalIDPrefix+row.Key[:32])
 }
 
 // PutRow writes row and moves its index entries: local id, key→tenant,
@@ -122,7 +139,7 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 			return fmt.Errorf("put row: %w", err)
 		}
 	}
-	if old == nil {
+	if old == nil && keyIndexed(&row) {
 		if err := t.bucket(bucketKeys).Put(keysKey(row.Key, row.Tenant), nil); err != nil {
 			return fmt.Errorf("put row: %w", err)
 		}
