@@ -60,7 +60,7 @@ func NewMain() *Main {
 }
 
 // Subcommands that later issues implement; until then they exit 2.
-var placeholderCommands = []string{"drill", "ledger"}
+var placeholderCommands = []string{"ledger"}
 
 // ParseFlags chooses the subcommand and loads the configuration from flags,
 // the environment and the config file. It returns flag.ErrHelp after printing
@@ -305,7 +305,7 @@ func (m *Main) usage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(`Usage:
   reconciler [serve] [flags]               run the service (the default command)
-  reconciler drill [--json]                run the duplicate-delivery drills (not implemented yet)
+  reconciler drill [--json]                run the duplicate-delivery drills in-process (exit 1 if any fails)
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows (not implemented yet)

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentledger/reconciler/drill"
+)
+
+func TestRunDrill(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		sabotage   string
+		wantCode   int
+		wantStdout []string
+		wantStderr string
+	}{
+		{name: "every drill passes", args: nil, wantCode: 0,
+			wantStdout: append(drill.Names(), "9 drills, 0 failed")},
+		{name: "one drill passes", args: []string{"--run", "same-key-different-amount"}, wantCode: 0,
+			wantStdout: []string{"DRILL", "same-key-different-amount", "PASS", "1 drills, 0 failed"}},
+		{name: "json", args: []string{"--json", "--run", "model-reemits-new-ephemeral-args"}, wantCode: 0,
+			wantStdout: []string{`"name": "model-reemits-new-ephemeral-args"`, `"pass": true`, `"side_effects": 1`}},
+		{name: "a failing drill exits 1", args: []string{"--run", "same-key-different-amount"},
+			sabotage: drill.SabotageSkipClaim, wantCode: 1,
+			wantStdout: []string{"FAIL", "want 422 fingerprint_mismatch", "1 drills, 1 failed"}},
+		{name: "list", args: []string{"--list"}, wantCode: 0, wantStdout: drill.Names()},
+		{name: "help", args: []string{"--help"}, wantCode: 0, wantStdout: []string{"Usage:"}},
+		{name: "unknown flag", args: []string{"--jsn"}, wantCode: 2, wantStderr: "flag provided but not defined"},
+		{name: "unknown drill", args: []string{"--run", "nope"}, wantCode: 2, wantStderr: `no drill "nope"`},
+		{name: "stray argument", args: []string{"all"}, wantCode: 2, wantStderr: `unexpected argument "all"`},
+		{name: "bad timeout", args: []string{"--timeout", "0s"}, wantCode: 2, wantStderr: "--timeout must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runDrillWith(context.Background(), tt.args, &stdout, &stderr,
+				drill.Options{TempDir: t.TempDir(), Sabotage: tt.sabotage})
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.wantCode, stdout.String(), stderr.String())
+			}
+			t.Logf("\n%s", stdout.String())
+			for _, w := range tt.wantStdout {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, stderr.String())
+			}
+		})
+	}
+}
+
+func TestRunDrillJSONIsAnArray(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runDrillWith(context.Background(), []string{"--json", "--run", "upstream-409-with-receipt"}, &stdout, &stderr,
+		drill.Options{TempDir: t.TempDir()})
+	var got []drill.Result
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not a JSON array of results: %v\n%s", err, stdout.String())
+	}
+	if code != 0 || len(got) != 1 || !got[0].Pass || got[0].SideEffects != got[0].Expected {
+		t.Fatalf("exit %d, results %+v, stderr %s", code, got, stderr.String())
+	}
+}

@@ -1,0 +1,165 @@
+package drill
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Options configure Run. The zero value runs every drill.
+type Options struct {
+	// Only names the drills to run (empty: all, in order).
+	Only []string
+	// Logger receives the components' logs (nil: discarded).
+	Logger *slog.Logger
+	// TempDir is where each drill's temporary directory is made (empty:
+	// os.TempDir()).
+	TempDir string
+	// Timeout bounds each drill (default DefaultTimeout).
+	Timeout time.Duration
+	// Sabotage switches off one protection, for the tests that prove each
+	// drill fails without it (see Sabotages). Never set it otherwise.
+	Sabotage string
+}
+
+// DefaultTimeout bounds one drill; a passing drill takes well under a second
+// or two, so reaching it is a failure, never a wait that passes.
+const DefaultTimeout = 15 * time.Second
+
+// Result is what one drill saw.
+type Result struct {
+	Name string `json:"name"`
+	Pass bool   `json:"pass"`
+	// SideEffects is how many objects the fake vendor created (charges and
+	// refunds); Expected is how many the protection allows.
+	SideEffects int    `json:"side_effects"`
+	Expected    int    `json:"expected"`
+	Detail      string `json:"detail,omitempty"`
+	// Seconds is how long the drill took, environment included.
+	Seconds float64 `json:"seconds"`
+}
+
+// drill is one scenario: run builds its result from a fresh env; sabotage
+// names the unsafe variant that must make it fail.
+type drill struct {
+	name     string
+	summary  string
+	sabotage string
+	run      func(ctx context.Context, e *env) Result
+}
+
+// Names lists the drills in the order Run runs them.
+func Names() []string {
+	names := make([]string, len(drills))
+	for i, d := range drills {
+		names[i] = d.name
+	}
+	return names
+}
+
+// Run runs the drills one after another, each in a fresh environment (a
+// bbolt ledger and an embedded NATS server on a random port in a new
+// temporary directory, the real API and webhook handlers on a loopback
+// server, a fault-injecting fake vendor), and returns one Result per drill.
+// A drill that fails is a Result with Pass false; the error is for a drill
+// name that does not exist, or a ctx that ended.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	for _, name := range o.Only {
+		if !slices.Contains(Names(), name) {
+			return nil, fmt.Errorf("drill %q: no such drill (have %s)", name, strings.Join(Names(), ", "))
+		}
+	}
+	var out []Result
+	for _, d := range drills {
+		if len(o.Only) > 0 && !slices.Contains(o.Only, d.name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("drills: %w", err)
+		}
+		out = append(out, runOne(ctx, d, o))
+	}
+	return out, nil
+}
+
+func runOne(ctx context.Context, d drill, o Options) Result {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	log := o.Logger.With("drill", d.name)
+	e, err := newEnv(ctx, Options{Logger: log, TempDir: o.TempDir, Sabotage: o.Sabotage})
+	if err != nil {
+		return Result{Name: d.name, Detail: "environment: " + err.Error(), Seconds: time.Since(start).Seconds()}
+	}
+	defer e.close()
+	r := d.run(ctx, e)
+	r.Name = d.name
+	r.Seconds = time.Since(start).Seconds()
+	log.Info("drill done", "pass", r.Pass, "side_effects", r.SideEffects, "expected", r.Expected)
+	return r
+}
+
+// Passed reports whether every result passed (and there was at least one).
+func Passed(results []Result) bool {
+	for _, r := range results {
+		if !r.Pass {
+			return false
+		}
+	}
+	return len(results) > 0
+}
+
+// WriteTable prints one row per drill: name, PASS/FAIL, side effects seen,
+// expected, and the detail of a failure.
+func WriteTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DRILL\tRESULT\tSIDE EFFECTS\tEXPECTED\tDETAIL")
+	for _, r := range results {
+		verdict, detail := "PASS", ""
+		if !r.Pass {
+			verdict, detail = "FAIL", r.Detail
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Name, verdict, r.SideEffects, r.Expected, detail)
+	}
+	return tw.Flush()
+}
+
+// WriteJSON prints the results as one JSON array.
+func WriteJSON(w io.Writer, results []Result) error {
+	if results == nil {
+		results = []Result{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(results)
+}
+
+// checker collects a drill's failed expectations.
+type checker struct{ fails []string }
+
+// expect records msg when ok is false and returns ok.
+func (c *checker) expect(ok bool, format string, args ...any) bool {
+	if !ok {
+		c.fails = append(c.fails, fmt.Sprintf(format, args...))
+	}
+	return ok
+}
+
+// result finishes r from the checks.
+func (c *checker) result(r Result) Result {
+	r.Pass = len(c.fails) == 0
+	r.Detail = strings.Join(c.fails, "; ")
+	return r
+}

@@ -1,0 +1,584 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/paging"
+	"github.com/agentledger/reconciler/resolver"
+)
+
+// The sabotages: each switches off the protection one drill tests, by
+// running an unsafe agent runtime (or resolver store) in its place. Tests
+// run each drill with its sabotage and require a FAIL.
+const (
+	SabotageFreshKeyPerRetry    = "fresh-key-per-retry"  // the retry layer mints a new key
+	SabotageIgnoreWait          = "ignore-wait"          // a resumed harness calls although the ledger said wait
+	SabotageNoScrub             = "no-scrub"             // model-made request ids reach the intent
+	SabotageDrop409Receipt      = "drop-409-receipt"     // a 409 "already exists" is read as a failure
+	SabotageFreshKeyAfter5xx    = "fresh-key-after-5xx"  // a 500 is read as "did not happen"
+	SabotageSkipClaim           = "skip-claim"           // the runtime calls the vendor without claiming
+	SabotageCompensateUnclaimed = "compensate-unclaimed" // refunds without the compensation claim
+	SabotageNoLocalID           = "no-local-id"          // the call omits metadata_local_id
+	SabotageForgetPaged         = "forget-paged"         // the resolver does not see paged_at
+)
+
+// callTimeout is the runtime's vendor-call timeout in drill 1: short, so
+// the drill is quick, and only the hanging call ever reaches it.
+const callTimeout = time.Second
+
+var drills = []drill{
+	{"slow-success-timeout", "vendor commits, then hangs past the client timeout; the agent re-runs the intent",
+		SabotageFreshKeyPerRetry, slowSuccess},
+	{"double-harness-resume", "crash after the call, before the report; two resumes at once",
+		SabotageIgnoreWait, doubleResume},
+	{"model-reemits-new-ephemeral-args", "the model re-emits the call with a fresh request_id and idempotency_key",
+		SabotageNoScrub, modelReemits},
+	{"upstream-409-with-receipt", "the vendor answers 409 already exists, naming the object",
+		SabotageDrop409Receipt, conflictWithReceipt},
+	{"vendor-500-then-webhook", "the vendor commits and answers 500; its signed webhook closes the row",
+		SabotageFreshKeyAfter5xx, serverErrorThenWebhook},
+	{"same-key-different-amount", "a business key reused for a different amount",
+		SabotageSkipClaim, sameKeyDifferentAmount},
+	{"compensation-once", "a refund is refused while the charge is pending and made once after",
+		SabotageCompensateUnclaimed, compensationOnce},
+	{"webhook-before-report", "the vendor's webhook arrives before the runtime's own report",
+		SabotageNoLocalID, webhookBeforeReport},
+	{"replay-window-expiry-pages-once", "an unknown row outlives its replay window; the resolver passes several times",
+		SabotageForgetPaged, pageOnce},
+}
+
+// chargeIntent is the business intent every drill charges.
+func chargeIntent(amount int64) map[string]any {
+	return map[string]any{"amount": amount, "currency": "usd", "customer": "cus_drill"}
+}
+
+// sideEffects counts the vendor's objects into r.
+func sideEffects(e *env, r *Result, c *checker) {
+	r.SideEffects = len(e.vendor.Objects())
+	c.expect(r.SideEffects == r.Expected, "vendor created %d objects, want %d", r.SideEffects, r.Expected)
+}
+
+// 1. The vendor commits, then hangs past the client's timeout: Do reports
+// a timeout (row unknown). The agent runs the same intent again: the ledger
+// answers retry_same_key, the call carries the same key, the vendor replays.
+func slowSuccess(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rc, err := e.client(client.WithCallTimeout(callTimeout))
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	// This agent uses stripe-go (through client.StripeBackend).
+	charge := stripeCharge(e.vendor.URL(), 1050)
+	e.vendor.Plan(1, FaultHang)
+	claim := chargeClaim("run_d1", "call_1", chargeIntent(1050))
+
+	first, err := rc.Do(ctx, claim, charge)
+	c.expect(errors.Is(err, client.ErrUnsettled), "first attempt: want unsettled after the timeout, got %v", err)
+	c.expect(first.Kind == ledger.OutcomeTimeout, "first attempt reported %q, want timeout", first.Kind)
+	c.expect(first.Row.Status == ledger.StatusUnknown, "row after the timeout is %q, want unknown", first.Row.Status)
+
+	claim.ToolCallID = "call_2" // the model loop asks again
+	if e.sabotage == SabotageFreshKeyPerRetry {
+		claim.Key = freshKey("retry")
+	}
+	second, err := rc.Do(ctx, claim, charge)
+	c.expect(err == nil, "retry: %v", err)
+	c.expect(second.Decision == ledger.DecisionRetrySameKey, "retry decision %q, want retry_same_key", second.Decision)
+	c.expect(second.Key == first.Key, "retry used another key")
+	c.expect(second.Row.Status == ledger.StatusSucceeded && second.Row.IdempotentReplayed,
+		"row after the retry: %s replayed=%v, want succeeded by the vendor's replay", second.Row.Status, second.Row.IdempotentReplayed)
+	keys := e.vendor.Keys()
+	c.expect(len(keys) == 2 && keys[0] == first.Key && keys[1] == first.Key, "vendor saw keys %v, want the ledger key twice", keys)
+	objs := e.vendor.Objects()
+	c.expect(len(objs) > 0 && objs[0].Metadata["metadata_local_id"] == first.LocalID,
+		"the vendor object does not carry the row's metadata_local_id %s", first.LocalID)
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// claimWatch is an http.RoundTripper on a runtime's API client that says
+// when a claim was answered wait (409), so a drill can order a second
+// runtime's claim before the first one's call returns.
+type claimWatch struct {
+	base  http.RoundTripper
+	waits chan struct{}
+}
+
+func newClaimWatch() *claimWatch {
+	return &claimWatch{base: http.DefaultTransport, waits: make(chan struct{}, 1)}
+}
+
+func (w *claimWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost && req.URL.Path == "/v1/claims" && resp.StatusCode == http.StatusConflict {
+		select {
+		case w.waits <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
+}
+
+// run is one runtime call in its own goroutine (owned by the drill, which
+// always receives from done).
+type run struct {
+	out  client.Outcome
+	err  error
+	done chan struct{}
+}
+
+func goRun(f func() (client.Outcome, error)) *run {
+	r := &run{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.out, r.err = f()
+	}()
+	return r
+}
+
+// waitEither returns when the watched runtime was answered wait or its run
+// ended (an unsafe runtime may never wait), or ctx ended.
+func waitEither(ctx context.Context, w *claimWatch, r *run) bool {
+	select {
+	case <-w.waits:
+		return true
+	case <-r.done:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// 2. The harness claims (proceed), calls, and crashes before reporting.
+// After the lease runs out it resumes, twice at once: one resume gets
+// retry_same_key (the vendor replays), the other is told to wait and gets
+// the receipt when the first settles. One side effect.
+func doubleResume(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rcA, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	watch := newClaimWatch()
+	rcB, err := e.client(client.WithHTTPClient(&http.Client{Transport: watch}))
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	call := vendor.charge(1050, true)
+	claim := chargeClaim("run_d2", "call_1", chargeIntent(1050))
+
+	resp, err := rcA.Claim(ctx, claim)
+	if !c.expect(err == nil && resp.Decision == ledger.DecisionProceed, "first claim: %v %v, want proceed", resp.Decision, err) {
+		return c.result(r)
+	}
+	key, localID := resp.Row.Key, resp.Row.MetadataLocalID
+	_, err = call(client.WithKey(ctx, key, localID), key, localID)
+	c.expect(err == nil, "first call: %v", err)
+	// The harness dies here: no report. While the lease holds, a resume is
+	// told to wait; the harness comes back after the lease has run out.
+	early := claim
+	early.ToolCallID = "call_resume_early"
+	resp, err = rcA.Claim(ctx, early)
+	c.expect(err == nil && resp.Decision == ledger.DecisionWait, "resume under the lease: %s %v, want wait", resp.Decision, err)
+	e.clock.Advance(ledger.DefaultPolicy().PendingTTL + time.Minute)
+
+	e.vendor.Plan(2, FaultHold) // hold the first resume's call until the second has claimed
+	claimA, claimB := claim, claim
+	claimA.ToolCallID, claimB.ToolCallID = "call_resume_a", "call_resume_b"
+	a := goRun(func() (client.Outcome, error) { return rcA.Do(ctx, claimA, call) })
+	if err := e.vendor.WaitPosts(ctx, 2); err != nil {
+		c.expect(false, "first resume never called: %v", err)
+	}
+	b := goRun(func() (client.Outcome, error) {
+		if e.sabotage != SabotageIgnoreWait {
+			return rcB.Do(ctx, claimB, call)
+		}
+		// The unsafe harness claims but takes "wait" for "lost" and calls
+		// under an identity of its own.
+		resp, err := rcB.Claim(ctx, claimB)
+		if err != nil || resp.Decision != ledger.DecisionWait {
+			return client.Outcome{Decision: resp.Decision}, err
+		}
+		res, err := callUnclaimed(ctx, call)
+		return client.Outcome{Decision: resp.Decision, Called: true, Result: res}, err
+	})
+	waited := waitEither(ctx, watch, b)
+	e.vendor.Release()
+	<-a.done
+	<-b.done
+	c.expect(waited, "the second resume was never told to wait")
+	c.expect(a.err == nil && a.out.Decision == ledger.DecisionRetrySameKey && a.out.Called,
+		"first resume: %s called=%v err=%v, want retry_same_key and a call", a.out.Decision, a.out.Called, a.err)
+	c.expect(b.err == nil && !b.out.Called && (b.out.Replayed || b.out.Waited),
+		"second resume: %s called=%v err=%v, want the stored receipt without a call", b.out.Decision, b.out.Called, b.err)
+	c.expect(b.out.ReceiptID() != "" && b.out.ReceiptID() == a.out.ReceiptID(),
+		"second resume got receipt %q, first %q", b.out.ReceiptID(), a.out.ReceiptID())
+	c.expect(e.vendor.Posts() == 2, "vendor saw %d posts, want 2 (the crashed call and one resume)", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 3. The model re-emits the tool call with a fresh tool_call_id and new
+// ephemeral fields (request_id, idempotency_key) that Scrub removes: the
+// intent, so the key, is the same, and the ledger replays the receipt.
+func modelReemits(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	scrub := e.sabotage != SabotageNoScrub
+	args1 := chargeIntent(1050)
+	args1["request_id"] = "req_model_0001"
+	args2 := chargeIntent(1050)
+	args2["request_id"], args2["idempotency_key"] = "req_model_0002", "model-invented-key"
+
+	first, err := rc.Do(ctx, chargeClaim("run_d3", "call_1", intentOf(args1, scrub)), vendor.charge(1050, true))
+	c.expect(err == nil && first.Row.Status == ledger.StatusSucceeded, "first call: %s %v", first.Row.Status, err)
+	second, err := rc.Do(ctx, chargeClaim("run_d3", "call_2", intentOf(args2, scrub)), vendor.charge(1050, true))
+	c.expect(err == nil, "re-emitted call: %v", err)
+	c.expect(second.Key == first.Key, "re-emitted call got another key")
+	c.expect(second.Decision == ledger.DecisionReplay && !second.Called,
+		"re-emitted call: %s called=%v, want replay without a call", second.Decision, second.Called)
+	c.expect(second.ReceiptID() == first.ReceiptID(), "receipts %q and %q differ", second.ReceiptID(), first.ReceiptID())
+	c.expect(e.vendor.Posts() == 1, "vendor saw %d posts, want 1", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 4. The vendor answers 409 "already exists" naming the object (a
+// duplicate delivery upstream won): that is a success with that receipt.
+func conflictWithReceipt(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	e.vendor.Plan(1, Fault409)
+	call := vendor.charge(1050, true)
+	if e.sabotage == SabotageDrop409Receipt {
+		inner := call
+		call = func(ctx context.Context, key, localID string) (client.Result, error) {
+			res, err := inner(ctx, key, localID)
+			if res.HTTPStatus == http.StatusConflict {
+				res.ReceiptID = "" // "409 is an error; its body is not ours to read"
+			}
+			return res, err
+		}
+	}
+	out, err := rc.Do(ctx, chargeClaim("run_d4", "call_1", chargeIntent(1050)), call)
+	if err != nil && e.sabotage == SabotageDrop409Receipt {
+		// ...and having "failed", the unsafe runtime tries once more anew.
+		_, _ = callUnclaimed(ctx, vendor.charge(1050, true))
+	}
+	objs := e.vendor.Objects()
+	c.expect(err == nil, "call: %v", err)
+	c.expect(out.Row.Status == ledger.StatusSucceeded, "row is %q, want succeeded", out.Row.Status)
+	c.expect(len(objs) > 0 && out.Row.UpstreamReceiptID == objs[0].ID,
+		"row receipt %q, want the object the 409 named", out.Row.UpstreamReceiptID)
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 5. The vendor commits and answers 500: the row is unknown, and since
+// Stripe replays a stored 500 a retry would learn nothing, so the ledger
+// says wait. The agent's retry waits on NATS; the vendor's signed webhook
+// with our local id closes the row and wakes it. One object, one POST.
+func serverErrorThenWebhook(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	watch := newClaimWatch()
+	rcB, err := e.client(client.WithHTTPClient(&http.Client{Transport: watch}))
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	e.vendor.Plan(1, Fault500)
+	claim := chargeClaim("run_d5", "call_1", chargeIntent(1050))
+	first, err := rc.Do(ctx, claim, vendor.charge(1050, true))
+	c.expect(errors.Is(err, client.ErrUnsettled), "first call: want unsettled after a 500, got %v", err)
+	c.expect(first.Row.Status == ledger.StatusUnknown, "row after the 500 is %q, want unknown", first.Row.Status)
+
+	claim.ToolCallID = "call_2"
+	if e.sabotage == SabotageFreshKeyAfter5xx {
+		claim.Key = freshKey("after500")
+	}
+	retry := goRun(func() (client.Outcome, error) { return rcB.Do(ctx, claim, vendor.charge(1050, true)) })
+	waited := waitEither(ctx, watch, retry)
+	c.expect(waited, "the retry was never told to wait")
+	objs := e.vendor.Objects()
+	if c.expect(len(objs) > 0, "vendor holds no object") {
+		status, result, err := e.webhook(ctx, objs[0].ID)
+		c.expect(err == nil && status == http.StatusOK && result == string(ledger.IngestAccepted),
+			"webhook answered %d %q (%v), want 200 accepted", status, result, err)
+	}
+	<-retry.done
+	c.expect(retry.err == nil && !retry.out.Called, "retry: called=%v err=%v, want the receipt without a call", retry.out.Called, retry.err)
+	row, err := rc.Get(ctx, first.Key)
+	c.expect(err == nil && row.Status == ledger.StatusSucceeded && row.Resolution != nil && row.Resolution.Source == ledger.SourceWebhook,
+		"row %s (%v), want succeeded by the webhook", row.Status, err)
+	c.expect(len(objs) > 0 && row.UpstreamReceiptID == objs[0].ID, "row receipt %q", row.UpstreamReceiptID)
+	c.expect(e.vendor.Posts() == 1, "vendor saw %d posts, want 1", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 6. A business key is reused for a different amount: refused with 422
+// fingerprint_mismatch, and the vendor is not called.
+func sameKeyDifferentAmount(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	claim := chargeClaim("run_d6", "call_1", chargeIntent(1050))
+	claim.Key = "order_1042"
+	_, err = rc.Do(ctx, claim, vendor.charge(1050, true))
+	c.expect(err == nil, "first charge: %v", err)
+
+	other := chargeClaim("run_d6", "call_2", chargeIntent(2000))
+	other.Key = "order_1042"
+	var second client.Outcome
+	if e.sabotage == SabotageSkipClaim {
+		_, err = callUnclaimed(ctx, vendor.charge(2000, true))
+		second.Called = true
+	} else {
+		second, err = rc.Do(ctx, other, vendor.charge(2000, true))
+	}
+	var apiErr *client.Error
+	c.expect(errors.Is(err, client.ErrFingerprintMismatch) && errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity,
+		"second charge: %v, want 422 fingerprint_mismatch", err)
+	c.expect(!second.Called, "the vendor was called for the refused intent")
+	c.expect(e.vendor.Posts() == 1, "vendor saw %d posts, want 1", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 7. Compensation is refused (409) while the charge is pending; after it
+// succeeds, two refund requests at once make one refund.
+func compensationOnce(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 2}, &checker{} // the charge and one refund
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	e.vendor.Plan(1, FaultHold)
+	keyc := make(chan string, 1)
+	charge := vendor.charge(1050, true)
+	ch := goRun(func() (client.Outcome, error) {
+		return rc.Do(ctx, chargeClaim("run_d7", "call_1", chargeIntent(1050)),
+			func(ctx context.Context, key, localID string) (client.Result, error) {
+				keyc <- key
+				return charge(ctx, key, localID)
+			})
+	})
+	var key string
+	select {
+	case key = <-keyc:
+	case <-ctx.Done():
+	}
+	if err := e.vendor.WaitPosts(ctx, 1); err != nil {
+		c.expect(false, "charge never reached the vendor: %v", err)
+	}
+	// The charge is in flight (committed at the vendor, answer held): the
+	// row is pending and a refund must be refused.
+	if e.sabotage != SabotageCompensateUnclaimed {
+		_, err = rc.Compensate(ctx, key, "refund")
+		c.expect(errors.Is(err, client.ErrCompensationPending), "refund while pending: %v, want 409 compensation_pending", err)
+	}
+	e.vendor.Release()
+	<-ch.done
+	c.expect(ch.err == nil && ch.out.Row.Status == ledger.StatusSucceeded, "charge: %s %v", ch.out.Row.Status, ch.err)
+	pi := ch.out.ReceiptID()
+
+	// Two refund requests at once (two agents, or a retried tool call).
+	var wg sync.WaitGroup
+	rows := make([]ledger.Row, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			if e.sabotage == SabotageCompensateUnclaimed {
+				_, errs[i] = callUnclaimed(ctx, vendor.refund(pi))
+				return
+			}
+			rows[i], errs[i] = compensate(ctx, rc, vendor, key, pi)
+		})
+	}
+	wg.Wait()
+	for i := range 2 {
+		c.expect(errs[i] == nil, "refund %d: %v", i+1, errs[i])
+	}
+	if e.sabotage != SabotageCompensateUnclaimed {
+		c.expect(rows[0].Key == rows[1].Key && rows[0].Status == ledger.StatusSucceeded && rows[1].Status == ledger.StatusSucceeded,
+			"refund rows %s/%s %s/%s, want one succeeded compensation row", rows[0].Key, rows[0].Status, rows[1].Key, rows[1].Status)
+		// A third request finds the first compensation row.
+		resp, err := rc.Compensate(ctx, key, "refund")
+		c.expect(err == nil && resp.Decision == ledger.DecisionReplay && resp.Key() == rows[0].Key,
+			"third refund request: %s %v, want replay of the first", resp.Decision, err)
+	}
+	c.expect(e.vendor.Count("refund") == 1, "vendor made %d refunds, want 1", e.vendor.Count("refund"))
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// compensate is the runtime's refund: claim the compensation key; call on
+// proceed or retry_same_key and report; on wait, wait for the row to settle;
+// on replay, the stored row is the answer.
+func compensate(ctx context.Context, rc *client.Client, vendor *vendorAPI, key, pi string) (ledger.Row, error) {
+	resp, err := rc.Compensate(ctx, key, "refund")
+	if err != nil {
+		return ledger.Row{}, err
+	}
+	row := *resp.Row
+	switch resp.Decision {
+	case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
+		res, callErr := vendor.refund(pi)(client.WithKey(ctx, row.Key, row.MetadataLocalID), row.Key, row.MetadataLocalID)
+		rep := client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: res.HTTPStatus, ReceiptID: res.ReceiptID, Headers: res.Headers}
+		if res.HTTPStatus == 0 {
+			rep = client.OutcomeReport{Kind: ledger.OutcomeNetworkError}
+		}
+		row, err = rc.ReportOutcome(ctx, row.Key, rep)
+		if err != nil {
+			return row, errors.Join(err, callErr)
+		}
+	case ledger.DecisionWait:
+		err = poll(ctx, func() (bool, error) {
+			var gerr error
+			row, gerr = rc.Get(ctx, row.Key)
+			return !row.Status.Open(), gerr
+		})
+		if err != nil {
+			return row, fmt.Errorf("wait for compensation %s: %w", row.Key, err)
+		}
+	case ledger.DecisionReplay:
+	default:
+		return row, fmt.Errorf("compensation decided %s", resp.Decision)
+	}
+	return row, nil
+}
+
+// 8. The vendor's webhook lands while the row is pending (the runtime's call
+// has the answer but has not reported): the webhook settles the row; the
+// late report changes nothing. One transition, one event on NATS.
+func webhookBeforeReport(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	charge := vendor.charge(1050, e.sabotage != SabotageNoLocalID)
+	var hookStatus int
+	var hookResult string
+	var hookErr error
+	var before ledger.Row
+	call := func(ctx context.Context, key, localID string) (client.Result, error) {
+		res, err := charge(ctx, key, localID)
+		if err != nil {
+			return res, err
+		}
+		// The vendor's webhook beats the runtime's own report.
+		hookStatus, hookResult, hookErr = e.webhook(ctx, res.ReceiptID)
+		before, _ = rc.Get(ctx, key)
+		return res, nil
+	}
+	out, err := rc.Do(ctx, chargeClaim("run_d8", "call_1", chargeIntent(1050)), call)
+	c.expect(hookErr == nil && hookStatus == http.StatusOK && hookResult == string(ledger.IngestAccepted),
+		"webhook answered %d %q (%v), want 200 accepted", hookStatus, hookResult, hookErr)
+	c.expect(before.Status == ledger.StatusSucceeded && before.Resolution != nil && before.Resolution.Source == ledger.SourceWebhook,
+		"row before the report is %q, want succeeded by the webhook", before.Status)
+	c.expect(err == nil && out.Row.Status == ledger.StatusSucceeded, "late report: %s %v", out.Row.Status, err)
+	c.expect(out.Row.Resolution != nil && out.Row.Resolution.Source == ledger.SourceWebhook &&
+		out.Row.SucceededAt.Equal(before.SucceededAt), "the late report moved the row again")
+	counts, err := e.eventCounts(ctx, "run_d8")
+	c.expect(err == nil && len(counts) == 1 && counts[string(ledger.StatusSucceeded)] == 1,
+		"events on NATS %v (%v), want one succeeded", counts, err)
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// forgetPaged is the sabotaged resolver store: its due rows lose paged_at,
+// so the resolver does not know it paged.
+type forgetPaged struct{ resolver.Store }
+
+func (f forgetPaged) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row, error) {
+	rows, err := f.Store.Due(ctx, now, limit)
+	for i := range rows {
+		rows[i].PagedAt = time.Time{}
+	}
+	return rows, err
+}
+
+// 9. The call dies on a broken connection (the vendor never saw it): the
+// row is unknown. Its replay window closes with nothing known; the
+// resolver (Stripe lookup against the fake vendor, PagerDuty pager against
+// a fake) passes several times: one page, one escalated event.
+func pageOnce(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 0}, &checker{}
+	rc, err := e.client()
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	vendor := newVendorAPI(e.vendor.URL())
+	e.vendor.Plan(1, FaultDrop)
+	out, err := rc.Do(ctx, chargeClaim("run_d9", "call_1", chargeIntent(1050)), vendor.charge(1050, true))
+	c.expect(errors.Is(err, client.ErrUnsettled) && out.Row.Status == ledger.StatusUnknown,
+		"call on a dropped connection: %s %v, want unknown", out.Row.Status, err)
+
+	pd := NewPagerDuty()
+	defer pd.Close()
+	pager, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: pd.URL(), RoutingKey: "drill_routing_key"})
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	lookup, err := resolver.NewStripe(resolver.StripeOptions{APIBase: e.vendor.URL(), APIKey: "sk_test_drill", Now: e.clock.Now})
+	if err != nil {
+		return c.result(Result{Detail: err.Error()})
+	}
+	var store resolver.Store = e.store
+	if e.sabotage == SabotageForgetPaged {
+		store = forgetPaged{store}
+	}
+	res := resolver.New(store, resolver.Options{
+		Lookups: map[string]resolver.Lookup{"stripe": lookup}, Pager: pager,
+		Interval: time.Minute, MinBackoff: time.Minute, MaxBackoff: time.Hour, SearchLag: time.Minute,
+		PageTimeout: 5 * time.Second, Now: e.clock.Now, Logger: e.log,
+	})
+	// Nobody learned anything while the vendor's replay window was open.
+	e.clock.Advance(replayWindow + time.Hour)
+	const passes = 4
+	for range passes {
+		if err := res.Pass(ctx); err != nil {
+			c.expect(false, "resolver pass: %v", err)
+		}
+		e.clock.Advance(2 * time.Hour) // past any backoff: the row is due again
+	}
+	triggers := pd.Triggers()
+	c.expect(len(triggers) == 1 && triggers[0] == paging.DedupKey(out.Key),
+		"pagerduty got %d triggers in %d passes, want 1 for %s", len(triggers), passes, paging.DedupKey(out.Key))
+	row, err := rc.Get(ctx, out.Key)
+	c.expect(err == nil && !row.PagedAt.IsZero() && row.Status == ledger.StatusUnknown,
+		"row %s paged_at=%v (%v), want unknown and paged", row.Status, row.PagedAt, err)
+	counts, err := e.eventCounts(ctx, "run_d9")
+	c.expect(err == nil && counts[ledger.EventEscalated] == 1, "events on NATS %v (%v), want one escalated", counts, err)
+	keys := e.vendor.Keys()
+	c.expect(!slices.ContainsFunc(keys, func(k string) bool { return k != out.Key }), "vendor saw keys %v", keys)
+	sideEffects(e, &r, c)
+	return c.result(r)
+}

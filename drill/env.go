@@ -1,0 +1,228 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/webhooks"
+)
+
+// Names the environment uses.
+const (
+	tenant        = "drill"
+	tenantToken   = "tok_drill_tenant"
+	webhookSecret = "whsec_drill_secret"
+	replayWindow  = 24 * time.Hour
+)
+
+// clock is the drill's injected clock: real time plus an offset the drill
+// moves forward to skip a lease or a replay window without waiting.
+type clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().UTC().Add(c.off)
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// env is one drill's world: a bbolt ledger and an embedded NATS server in a
+// fresh temporary directory, the outbox relay, the real API with the
+// webhook handlers on a loopback server, and the fake vendor. close tears
+// it down in the service's shutdown order.
+type env struct {
+	dir      string
+	clock    *clock
+	log      *slog.Logger
+	sabotage string
+
+	store  *bolt.Store
+	nats   *events.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	apiSrv *httptest.Server
+	vendor *Vendor
+	hc     *http.Client
+
+	relayStop context.CancelFunc
+	relayDone chan error
+}
+
+func newEnv(ctx context.Context, o Options) (_ *env, err error) {
+	dir, err := os.MkdirTemp(o.TempDir, "reconciler-drill-*")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	e := &env{dir: dir, clock: &clock{}, log: o.Logger, sabotage: o.Sabotage, hc: &http.Client{Timeout: 30 * time.Second}}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if e.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), Logger: e.log}); err != nil {
+		return e, fmt.Errorf("open store: %w", err)
+	}
+	// Never the service's 4222: a random loopback port.
+	nopts := events.DefaultServerOptions(filepath.Join(dir, "nats"), e.log)
+	nopts.Listen = "127.0.0.1:-1"
+	if e.nats, err = events.StartServer(ctx, nopts); err != nil {
+		return e, fmt.Errorf("start nats: %w", err)
+	}
+	if e.nc, e.js, err = events.Connect(e.nats.ClientURL(), e.log); err != nil {
+		return e, err
+	}
+	if _, err = events.EnsureStream(ctx, e.js, events.StreamConfig{}); err != nil {
+		return e, err
+	}
+	relay, err := events.NewRelay(e.store, e.js, events.RelayOptions{Logger: e.log, Interval: 100 * time.Millisecond})
+	if err != nil {
+		return e, err
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	e.relayStop, e.relayDone = stop, make(chan error, 1)
+	go func() { e.relayDone <- relay.Run(rctx) }()
+
+	srv, err := api.New(api.Options{
+		Store:        e.store,
+		Tokens:       map[string]string{tenantToken: tenant},
+		Policy:       ledger.DefaultPolicy(),
+		ReplayWindow: func(string) time.Duration { return replayWindow },
+		Logger:       e.log,
+		Now:          e.clock.Now,
+		PollInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		return e, err
+	}
+	wh, err := webhooks.New(webhooks.Options{
+		Store:  e.store,
+		Stripe: []webhooks.StripeEndpoint{{Name: "default", Tenant: tenant, Secrets: []string{webhookSecret}}},
+		Logger: e.log,
+		Now:    e.clock.Now,
+	})
+	if err != nil {
+		return e, err
+	}
+	wh.Register(srv.Echo())
+	e.apiSrv = httptest.NewServer(srv.Handler())
+	e.vendor = NewVendor(e.clock.Now)
+	return e, nil
+}
+
+// close stops everything in the service's order: HTTP intake, the relay,
+// NATS, the store; then removes the directory.
+func (e *env) close() {
+	if e.vendor != nil {
+		e.vendor.Close()
+	}
+	if e.apiSrv != nil {
+		e.apiSrv.CloseClientConnections()
+		e.apiSrv.Close()
+	}
+	if e.relayStop != nil {
+		e.relayStop()
+		<-e.relayDone
+	}
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	if e.nats != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = e.nats.Shutdown(sctx)
+		cancel()
+	}
+	if e.store != nil {
+		_ = e.store.Close()
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// client is the agent runtime's SDK client: waits on NATS, short polls so a
+// drill never sits on a long poll, and extra options per drill.
+func (e *env) client(opts ...client.Option) (*client.Client, error) {
+	base := []client.Option{
+		client.WithNATS(e.js), client.WithPollInterval(50 * time.Millisecond),
+		client.WithWait(2 * time.Second), client.WithLogger(e.log),
+		client.WithRetries(2, 20*time.Millisecond),
+	}
+	return client.New(e.apiSrv.URL, tenantToken, append(base, opts...)...)
+}
+
+// drained waits until the outbox is empty, so every event the ledger wrote
+// is on the stream.
+func (e *env) drained(ctx context.Context) error {
+	return poll(ctx, func() (bool, error) {
+		recs, err := e.store.PendingEvents(ctx, 1)
+		return len(recs) == 0, err
+	})
+}
+
+// eventCounts returns how many events the stream holds per status for one
+// run (subject recon.<tenant>.<run_id>.<status>), after the outbox drained.
+func (e *env) eventCounts(ctx context.Context, runID string) (map[string]uint64, error) {
+	if err := e.drained(ctx); err != nil {
+		return nil, fmt.Errorf("outbox never drained: %w", err)
+	}
+	st, err := e.js.Stream(ctx, events.DefaultStream)
+	if err != nil {
+		return nil, err
+	}
+	prefix := events.DefaultSubjectPrefix + "." + tenant + "." + runID + "."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for subj, n := range info.State.Subjects {
+		out[subj[len(prefix):]] += n
+	}
+	return out, nil
+}
+
+// webhook has the fake vendor send its signed event for object id.
+func (e *env) webhook(ctx context.Context, id string) (int, string, error) {
+	return e.vendor.SendWebhook(ctx, e.hc, e.apiSrv.URL+"/webhooks/stripe/default", id, webhookSecret)
+}
+
+// poll calls cond every few milliseconds until it is true, fails, or ctx ends.
+func poll(ctx context.Context, cond func() (bool, error)) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

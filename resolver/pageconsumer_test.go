@@ -1,0 +1,114 @@
+package resolver_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/resolver"
+)
+
+// jetStream starts an embedded NATS server with JetStream on a random port
+// and a RECON stream like the relay's.
+func jetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func TestConsumeResolvesPagesFromTheStream(t *testing.T) {
+	e := newEnv(t, false)
+	js := jetStream(t)
+	e.pd.mu.Lock()
+	e.pd.fail = 503 // PagerDuty is down at first: the event must be redelivered
+	e.pd.mu.Unlock()
+
+	pr := resolver.NewPageResolver(e.pager, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pr.Consume(ctx, js, resolver.ConsumeOptions{Timeout: 200 * time.Millisecond, RetryDelay: 50 * time.Millisecond})
+	}()
+	publish := func(subject string, ev ledger.Event) {
+		b, _ := json.Marshal(ev)
+		if _, err := js.Publish(context.Background(), subject, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := e.clock.Now()
+	publish("recon.acme.run1.succeeded", ledger.Event{Key: "k-paged", Tenant: "acme", RunID: "run1", Status: "succeeded", PagedAt: at, At: at})
+	publish("recon.acme.run1.succeeded", ledger.Event{Key: "k-unpaged", Tenant: "acme", RunID: "run1", Status: "succeeded", At: at})
+	publish("recon.acme.run1.escalated", ledger.Event{Key: "k-paged", Tenant: "acme", RunID: "run1", Status: "escalated", PagedAt: at, At: at})
+
+	// Two events match the filter; a third delivery is the failed one again.
+	waitFor(t, func() bool { return delivered(t, js) >= 3 })
+	e.pd.mu.Lock()
+	e.pd.fail = 0
+	failed := len(e.pd.events)
+	e.pd.mu.Unlock()
+	waitFor(t, func() bool { return len(e.pd.got("resolve")) > failed && consumerDrained(t, js) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range e.pd.got("resolve") {
+		if ev["dedup_key"] != "recon:k-paged" {
+			t.Errorf("resolve for %v: only the paged row's page is resolved", ev["dedup_key"])
+		}
+	}
+}
+
+// delivered is how many deliveries the page resolver's consumer made.
+func delivered(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	c, err := js.Consumer(context.Background(), "RECON", resolver.DefaultPageConsumer)
+	if err != nil {
+		return 0
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		return 0
+	}
+	return info.Delivered.Consumer
+}
+
+// consumerDrained reports whether the page resolver's consumer has no
+// message pending or awaiting an ack.
+func consumerDrained(t *testing.T, js jetstream.JetStream) bool {
+	t.Helper()
+	c, err := js.Consumer(context.Background(), "RECON", resolver.DefaultPageConsumer)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		return false
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Consumer >= 2
+}

@@ -1,0 +1,783 @@
+package resolver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/ledger/memstore"
+	"github.com/agentledger/reconciler/paging"
+	"github.com/agentledger/reconciler/resolver"
+)
+
+const (
+	tenant    = "acme"
+	searchLag = 5 * time.Minute
+	interval  = 30 * time.Second
+)
+
+var policy = ledger.Policy{PendingTTL: 15 * time.Minute, Grace: time.Minute}
+
+// env is one resolver wired to fakes and a real store, on an injected clock.
+type env struct {
+	t      *testing.T
+	clock  *clock
+	store  ledger.Store
+	stripe *fakeStripe
+	paypal *fakePayPal
+	pd     *fakePD
+	reg    *prometheus.Registry
+	res    *resolver.Resolver
+	pager  *paging.PagerDuty
+	n      atomic.Int64
+}
+
+type envOpt func(*resolver.Options, *env)
+
+func newEnv(t *testing.T, useBolt bool, opts ...envOpt) *env {
+	t.Helper()
+	e := &env{t: t, clock: newClock(), reg: prometheus.NewRegistry()}
+	if useBolt {
+		st, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		e.store = st
+	} else {
+		e.store = memstore.New(policy)
+	}
+	e.stripe = newFakeStripe(t, e.clock)
+	e.paypal = newFakePayPal(t)
+	e.pd = newFakePD(t)
+	sl, err := resolver.NewStripe(resolver.StripeOptions{
+		APIBase: e.stripe.srv.URL, APIKey: "sk_test_fake", CallTimeout: 300 * time.Millisecond,
+		SearchRate: 1000, APIRate: 1000, Now: e.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := resolver.NewPayPal(resolver.PayPalOptions{
+		APIBase: e.paypal.srv.URL, ClientID: "client", ClientSecret: "secret",
+		CallTimeout: 300 * time.Millisecond, Rate: 1000, Now: e.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pager, err = paging.NewPagerDuty(paging.PagerDutyOptions{
+		URL: e.pd.srv.URL, RoutingKey: "rk_test",
+		Retry: paging.Retry{Base: time.Millisecond, Max: 2 * time.Millisecond, AttemptTimeout: time.Second, MaxElapsed: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := resolver.Options{
+		Lookups:  map[string]resolver.Lookup{"stripe": sl, "paypal": pl},
+		Pager:    e.pager,
+		Interval: interval, SearchLag: searchLag, VendorTimeout: 5 * time.Second, PageTimeout: 300 * time.Millisecond,
+		Now: e.clock.Now, Registerer: e.reg,
+	}
+	for _, fn := range opts {
+		fn(&o, e)
+	}
+	e.res = resolver.New(e.store, o)
+	return e
+}
+
+// claim inserts a pending row the way the API would, with the request the
+// runtime is about to send (body built around the row's local id).
+func (e *env) claim(vendor, path string, window time.Duration, body func(localID string) string) ledger.Row {
+	e.t.Helper()
+	i := e.n.Add(1)
+	tool := vendor + "." + strings.Trim(strings.ReplaceAll(path, "/", "."), ".")
+	c, err := ledger.NewClaim(ledger.ClaimRequest{
+		Tenant: tenant, RunID: "run1", Tool: tool, ToolCallID: fmt.Sprintf("call_%d", i), Vendor: vendor,
+		ToolClass: ledger.ClassWriteIdempotent, Intent: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+		ReplayWindow: window,
+	}, policy, e.clock.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != nil {
+		ct := "application/x-www-form-urlencoded"
+		if vendor == "paypal" {
+			ct = "application/json"
+		}
+		c.Row.Request = &ledger.Request{Method: "POST", Path: path, ContentType: ct, Body: body(c.Row.MetadataLocalID)}
+	}
+	res, err := e.store.Claim(context.Background(), c)
+	if err != nil || res.Decision != ledger.DecisionProceed {
+		e.t.Fatalf("claim: %v %v", res.Decision, err)
+	}
+	return res.Row
+}
+
+func piBody(localID string) string {
+	return "amount=1000&currency=usd&confirm=true&metadata[metadata_local_id]=" + localID
+}
+
+// report records the runtime's outcome of its attempt.
+func (e *env) report(row ledger.Row, o ledger.Outcome) ledger.Row {
+	e.t.Helper()
+	o.At = e.clock.Now()
+	r, _, err := e.store.Report(context.Background(), row.Tenant, row.Key, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) get(row ledger.Row) ledger.Row {
+	e.t.Helper()
+	r, err := e.store.Get(context.Background(), row.Tenant, row.Key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) pass() {
+	e.t.Helper()
+	within(e.t, 30*time.Second, func(ctx context.Context) {
+		if err := e.res.Pass(ctx); err != nil {
+			e.t.Fatal(err)
+		}
+	})
+}
+
+// runtimeCall is the agent runtime's own vendor call, cut short by its
+// client timeout when the fake hangs.
+func (e *env) runtimeCall(row ledger.Row) error {
+	req, _ := http.NewRequest(row.Request.Method, e.stripe.srv.URL+row.Request.Path, strings.NewReader(row.Request.Body))
+	req.Header.Set("Authorization", "Bearer sk_test_fake")
+	req.Header.Set("Content-Type", row.Request.ContentType)
+	req.Header.Set("Idempotency-Key", row.Key)
+	resp, err := (&http.Client{Timeout: 200 * time.Millisecond}).Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+func TestCommittedThenTimeoutIsFoundNotCreatedTwice(t *testing.T) {
+	e := newEnv(t, false)
+	e.stripe.set(func(f *fakeStripe) { f.hangNextCreate = true; f.searchLag = 3 * time.Minute })
+	row := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
+	if err := e.runtimeCall(row); err == nil {
+		t.Fatal("the runtime's call should have timed out")
+	}
+	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	if got := e.stripe.objectCount(); got != 1 {
+		t.Fatalf("vendor objects = %d, want 1 (committed)", got)
+	}
+
+	// Two minutes on: the row is due (grace 1 min) but Search does not show
+	// the object yet and search_lag has not passed: not absence, no replay.
+	e.clock.Advance(2 * time.Minute)
+	e.pass()
+	if got := e.get(row); got.Status != ledger.StatusUnknown {
+		t.Fatalf("status = %s, want unknown", got.Status)
+	}
+	if n := e.stripe.count("POST"); n != 1 {
+		t.Fatalf("POSTs = %d, want 1 (the runtime's only)", n)
+	}
+	if n := e.stripe.count("GET /v1/payment_intents/search"); n != 1 {
+		t.Fatalf("searches = %d, want 1", n)
+	}
+
+	// After search_lag the object is visible: found, succeeded, never created twice.
+	for range 4 {
+		e.clock.Advance(2 * time.Minute)
+		e.pass()
+	}
+	got := e.get(row)
+	if got.Status != ledger.StatusSucceeded || got.UpstreamReceiptID == "" || got.Resolution.Source != ledger.SourceResolver {
+		t.Fatalf("row = %s receipt %q resolution %+v, want succeeded by the resolver", got.Status, got.UpstreamReceiptID, got.Resolution)
+	}
+	if n := e.stripe.objectCount(); n != 1 {
+		t.Errorf("vendor objects = %d, want 1", n)
+	}
+	if n := e.stripe.count("POST"); n != 1 {
+		t.Errorf("POSTs = %d, want 1", n)
+	}
+	if v := counter(t, e.reg, "reconciler_resolver_actions_total", "stripe", "found"); v != 1 {
+		t.Errorf("found actions = %v, want 1", v)
+	}
+}
+
+func TestAbsentInsideWindowReplaysOnceWithSameKey(t *testing.T) {
+	e := newEnv(t, false)
+	row := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
+	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeNetworkError}) // never reached Stripe
+	e.clock.Advance(searchLag + time.Minute)
+	for range 5 {
+		e.pass()
+		e.clock.Advance(10 * time.Minute)
+	}
+	keys := e.stripe.keys()
+	if len(keys) != 1 || keys[0] != row.Key {
+		t.Fatalf("POST idempotency keys = %q, want exactly [%s]", keys, row.Key)
+	}
+	if n := e.stripe.objectCount(); n != 1 {
+		t.Errorf("vendor objects = %d, want 1", n)
+	}
+	got := e.get(row)
+	if got.Status != ledger.StatusSucceeded || !strings.HasPrefix(got.UpstreamReceiptID, "pi_") {
+		t.Errorf("row = %s %q, want succeeded with the replay's receipt", got.Status, got.UpstreamReceiptID)
+	}
+	for _, a := range []string{"absent", "replayed"} {
+		if v := counter(t, e.reg, "reconciler_resolver_actions_total", "stripe", a); v != 1 {
+			t.Errorf("%s actions = %v, want 1", a, v)
+		}
+	}
+}
+
+func TestNoReplayAfterStored5xx(t *testing.T) {
+	e := newEnv(t, false)
+	e.stripe.set(func(f *fakeStripe) { f.store500NextKey = true })
+	row := e.claim("stripe", "/v1/payment_intents", time.Hour, piBody)
+	if err := e.runtimeCall(row); err != nil {
+		t.Fatal(err)
+	}
+	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 500})
+	e.clock.Advance(searchLag + time.Minute)
+	e.pass()
+	if n := e.stripe.count("POST"); n != 1 {
+		t.Fatalf("POSTs = %d, want 1: a stored 500 must not be replayed", n)
+	}
+	if got := e.get(row); got.Status != ledger.StatusUnknown || !got.PagedAt.IsZero() {
+		t.Fatalf("row = %s paged %v, want unknown, not paged while the window is open", got.Status, got.PagedAt)
+	}
+	e.clock.Advance(time.Hour)
+	e.pass()
+	if n := len(e.pd.got("trigger")); n != 1 {
+		t.Fatalf("triggers = %d, want 1 once the window closed", n)
+	}
+}
+
+func TestWindowClosedPagesOnceAndResolvesAfterLateSuccess(t *testing.T) {
+	e := newEnv(t, true)
+	row := e.claim("stripe", "/v1/payment_intents", 30*time.Minute, piBody)
+	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.clock.Advance(time.Hour)
+	for range 6 {
+		e.pass()
+		e.clock.Advance(2 * time.Hour)
+	}
+	triggers := e.pd.got("trigger")
+	if len(triggers) != 1 {
+		t.Fatalf("triggers = %d, want exactly 1 over 6 passes", len(triggers))
+	}
+	if dk := triggers[0]["dedup_key"]; dk != "recon:"+row.Key {
+		t.Errorf("dedup_key = %v, want recon:%s", dk, row.Key)
+	}
+	details := triggers[0]["payload"].(map[string]any)["custom_details"].(map[string]any)
+	if details["tenant"] != tenant || details["key"] != row.Key || details["run_id"] != "run1" {
+		t.Errorf("custom_details = %v", details)
+	}
+	if n := e.stripe.count("POST"); n != 0 {
+		t.Errorf("POSTs = %d, want 0: the window closed, nothing is replayed", n)
+	}
+	paged := e.get(row)
+	if paged.PagedAt.IsZero() || paged.Status != ledger.StatusUnknown {
+		t.Fatalf("row = %s paged_at %v", paged.Status, paged.PagedAt)
+	}
+	events := outbox(t, e.store)
+	if n := countEvents(events, row.Key, ledger.EventEscalated); n != 1 {
+		t.Fatalf("escalated outbox records = %d, want 1", n)
+	}
+
+	// A late webhook settles the row; its event carries PagedAt, and the
+	// page resolver sends PagerDuty's resolve for the same dedup key.
+	res, err := e.store.Ingest(context.Background(), ledger.Delivery{
+		Tenant: tenant, Vendor: "stripe", EventID: "evt_late", LocalID: row.MetadataLocalID,
+		Evidence: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "pi_late", At: e.clock.Now()},
+		At:       e.clock.Now(),
+	})
+	if err != nil || res.Outcome != ledger.IngestAccepted {
+		t.Fatalf("ingest: %v %v", res.Outcome, err)
+	}
+	pr := resolver.NewPageResolver(e.pager, nil)
+	var settled []ledger.Event
+	for _, rec := range outbox(t, e.store) {
+		if rec.Key == row.Key {
+			settled = append(settled, rec)
+		}
+	}
+	for range 2 { // a redelivered message is resolved again, harmlessly
+		for _, ev := range settled {
+			if err := pr.HandleEvent(context.Background(), ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	resolves := e.pd.got("resolve")
+	if len(resolves) != 2 {
+		t.Fatalf("resolves = %d, want 2 (one per delivery of the succeeded event)", len(resolves))
+	}
+	for _, r := range resolves {
+		if r["dedup_key"] != "recon:"+row.Key || r["routing_key"] != "rk_test" {
+			t.Errorf("resolve = %v", r)
+		}
+	}
+}
+
+func TestPageResolverIgnoresUnpagedAndReportsFailure(t *testing.T) {
+	e := newEnv(t, false)
+	pr := resolver.NewPageResolver(e.pager, nil)
+	at := e.clock.Now()
+	for _, tc := range []struct {
+		name    string
+		ev      ledger.Event
+		fail    int
+		wantErr bool
+		want    int
+	}{
+		{"not paged", ledger.Event{Key: "k1", Status: "succeeded"}, 0, false, 0},
+		{"escalated itself", ledger.Event{Key: "k2", Status: ledger.EventEscalated, PagedAt: at}, 0, false, 0},
+		{"paged and failed", ledger.Event{Key: "k3", Status: "failed_poison", PagedAt: at}, 0, false, 1},
+		{"pagerduty down: error for redelivery", ledger.Event{Key: "k4", Status: "succeeded", PagedAt: at}, 503, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.pd.mu.Lock()
+			e.pd.events, e.pd.fail = nil, tc.fail
+			e.pd.mu.Unlock()
+			err := pr.HandleEvent(context.Background(), tc.ev)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if got := e.pd.got("resolve"); len(got) < tc.want || (tc.want == 0 && len(got) != 0) {
+				t.Fatalf("resolves = %d, want %d", len(got), tc.want)
+			}
+		})
+	}
+}
+
+func Test429StormBacksOff(t *testing.T) {
+	e := newEnv(t, false)
+	e.stripe.set(func(f *fakeStripe) { f.failAll = 429 })
+	const rows, passes = 40, 10
+	for range rows {
+		r := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
+		e.report(r, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	}
+	e.clock.Advance(searchLag + time.Minute)
+	for range passes {
+		e.pass()
+		e.clock.Advance(interval)
+	}
+	got := len(e.stripe.requests)
+	// Without backoff every pass would send one search per row: 400. The
+	// vendor pause stops a pass after the workers' first answers, and rows
+	// are pushed past the pause.
+	if limit := passes * resolver.DefaultWorkers; got > limit {
+		t.Errorf("requests in a 429 storm = %d, want at most %d (of %d without backoff)", got, limit, rows*passes)
+	}
+	if got == 0 {
+		t.Error("no requests at all")
+	}
+	if v := counter(t, e.reg, "reconciler_resolver_actions_total", "stripe", "error"); v == 0 {
+		t.Error("no error actions counted")
+	}
+	// The storm ends: every row resolves (replayed, nothing was there).
+	e.stripe.set(func(f *fakeStripe) { f.failAll = 0 })
+	for range 20 {
+		e.clock.Advance(10 * time.Minute)
+		e.pass()
+	}
+	due, err := e.store.Due(context.Background(), e.clock.Now().Add(100*time.Hour), 1000)
+	if err != nil || len(due) != 0 {
+		t.Fatalf("open rows after the storm = %d (%v), want 0", len(due), err)
+	}
+	if n := e.stripe.objectCount(); n != rows {
+		t.Errorf("vendor objects = %d, want %d (one per row)", n, rows)
+	}
+}
+
+func TestOneVendorDownDoesNotStopTheOthers(t *testing.T) {
+	e := newEnv(t, false)
+	e.paypal.mu.Lock()
+	e.paypal.hang = true
+	e.paypal.mu.Unlock()
+	var pp []ledger.Row
+	for range 20 {
+		r := e.claim("paypal", "/v2/checkout/orders", 6*time.Hour, func(id string) string {
+			return `{"intent":"CAPTURE","purchase_units":[{"custom_id":"` + id + `","amount":{"currency_code":"USD","value":"10.00"}}]}`
+		})
+		pp = append(pp, e.report(r, ledger.Outcome{Kind: ledger.OutcomeTimeout}))
+	}
+	s := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
+	s = e.report(s, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.clock.Advance(searchLag + time.Minute)
+	e.pass()
+	if got := e.get(s); got.Status != ledger.StatusSucceeded {
+		t.Fatalf("stripe row = %s, want succeeded in the same pass as the PayPal outage", got.Status)
+	}
+	for _, r := range pp {
+		got := e.get(r)
+		if got.Status != ledger.StatusUnknown || !got.NextCheckAt.After(e.clock.Now()) {
+			t.Fatalf("paypal row = %s next %v, want unknown and rescheduled", got.Status, got.NextCheckAt)
+		}
+	}
+}
+
+func TestPayPalReplayWithSameRequestID(t *testing.T) {
+	e := newEnv(t, false)
+	var rows []ledger.Row
+	for range 3 {
+		r := e.claim("paypal", "/v2/checkout/orders", 6*time.Hour, func(id string) string {
+			return `{"intent":"CAPTURE","purchase_units":[{"custom_id":"` + id + `"}]}`
+		})
+		rows = append(rows, e.report(r, ledger.Outcome{Kind: ledger.OutcomeTimeout}))
+	}
+	// PayPal has no search: no lag to wait, only the attempt's lease.
+	e.clock.Advance(2 * time.Minute)
+	for range 3 {
+		e.pass()
+		e.clock.Advance(time.Hour)
+	}
+	for _, r := range rows {
+		got := e.get(r)
+		if got.Status != ledger.StatusSucceeded || !strings.HasPrefix(got.UpstreamReceiptID, "ORDER") {
+			t.Errorf("row = %s %q, want succeeded with an order id", got.Status, got.UpstreamReceiptID)
+		}
+	}
+	if n := e.paypal.orderCount(); n != 3 {
+		t.Errorf("orders = %d, want 3", n)
+	}
+	e.paypal.mu.Lock()
+	tokens := e.paypal.tokens
+	e.paypal.mu.Unlock()
+	if tokens != 1 {
+		t.Errorf("oauth tokens fetched = %d, want 1 (cached)", tokens)
+	}
+}
+
+func TestPayPalWindowClosedPages(t *testing.T) {
+	e := newEnv(t, false)
+	r := e.claim("paypal", "/v2/checkout/orders", 6*time.Hour, func(id string) string { return `{}` })
+	e.report(r, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.clock.Advance(7 * time.Hour)
+	e.pass()
+	e.clock.Advance(2 * time.Hour)
+	e.pass()
+	if n := len(e.pd.got("trigger")); n != 1 {
+		t.Fatalf("triggers = %d, want 1", n)
+	}
+	if n := e.paypal.orderCount(); n != 0 {
+		t.Errorf("orders = %d, want 0: no replay outside the window", n)
+	}
+}
+
+func TestReceiptKnownRetrievesUntilSettled(t *testing.T) {
+	e := newEnv(t, false)
+	e.stripe.put(map[string]any{"id": "pi_known", "object": "payment_intent", "status": "processing", "amount": 1000, "currency": "usd"}, e.clock.Now())
+	row := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
+	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout, ReceiptID: "pi_known"})
+	e.clock.Advance(2 * time.Minute)
+	e.pass()
+	if got := e.get(row); got.Status != ledger.StatusUnknown {
+		t.Fatalf("status = %s, want unknown while processing", got.Status)
+	}
+	e.stripe.setStatus("pi_known", "succeeded")
+	for range 3 {
+		e.clock.Advance(time.Hour)
+		e.pass()
+	}
+	if got := e.get(row); got.Status != ledger.StatusSucceeded {
+		t.Fatalf("status = %s, want succeeded", got.Status)
+	}
+	if n := e.stripe.count("GET /v1/payment_intents/search"); n != 0 {
+		t.Errorf("searches = %d, want 0 when the receipt is known", n)
+	}
+	if n := e.stripe.count("GET /v1/payment_intents/pi_known"); n < 2 {
+		t.Errorf("retrieves = %d, want >= 2", n)
+	}
+}
+
+func TestFindDecides(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		path  string
+		body  func(id string) string
+		setup func(e *env, localID string)
+		want  ledger.Status
+		gets  string
+	}{
+		{
+			name: "refund by listing the parent",
+			path: "/v1/refunds",
+			body: func(id string) string { return "payment_intent=pi_parent&metadata[metadata_local_id]=" + id },
+			setup: func(e *env, id string) {
+				e.stripe.put(map[string]any{"id": "re_other", "object": "refund", "status": "succeeded", "payment_intent": "pi_parent", "metadata": map[string]any{}}, e.clock.Now())
+				e.stripe.put(map[string]any{"id": "re_1", "object": "refund", "status": "succeeded", "payment_intent": "pi_parent", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now())
+			},
+			want: ledger.StatusSucceeded, gets: "GET /v1/refunds",
+		},
+		{
+			name: "events when search is unavailable",
+			path: "/v1/payment_intents",
+			body: piBody,
+			setup: func(e *env, id string) {
+				e.stripe.set(func(f *fakeStripe) { f.searchUnavailable = true })
+				obj := map[string]any{"id": "pi_ev", "object": "payment_intent", "status": "requires_payment_method",
+					"last_payment_error": map[string]any{"code": "card_declined"}, "metadata": map[string]any{"metadata_local_id": id}}
+				e.stripe.put(obj, e.clock.Now())
+				e.stripe.set(func(f *fakeStripe) {
+					f.events = append(f.events, map[string]any{"id": "evt_1", "type": "payment_intent.payment_failed", "data": map[string]any{"object": obj}})
+				})
+			},
+			want: ledger.StatusFailedPoison, gets: "GET /v1/events",
+		},
+		{
+			name: "customer search",
+			path: "/v1/customers",
+			body: func(id string) string { return "email=a@example.com&metadata[metadata_local_id]=" + id },
+			setup: func(e *env, id string) {
+				e.stripe.put(map[string]any{"id": "cus_1", "object": "customer", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now().Add(-time.Hour))
+			},
+			want: ledger.StatusSucceeded, gets: "GET /v1/customers/search",
+		},
+		{
+			name: "canceled payment intent",
+			path: "/v1/payment_intents",
+			body: piBody,
+			setup: func(e *env, id string) {
+				e.stripe.put(map[string]any{"id": "pi_c", "object": "payment_intent", "status": "canceled", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now().Add(-time.Hour))
+			},
+			want: ledger.StatusFailedPoison, gets: "GET /v1/payment_intents/search",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, false)
+			row := e.claim("stripe", tc.path, 24*time.Hour, tc.body)
+			row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+			tc.setup(e, row.MetadataLocalID)
+			e.clock.Advance(2 * time.Minute)
+			e.pass()
+			if got := e.get(row); got.Status != tc.want {
+				t.Fatalf("status = %s, want %s", got.Status, tc.want)
+			}
+			if n := e.stripe.count(tc.gets); n == 0 {
+				t.Errorf("no %s request", tc.gets)
+			}
+			if n := e.stripe.count("POST"); n != 0 {
+				t.Errorf("POSTs = %d, want 0", n)
+			}
+		})
+	}
+}
+
+func TestAmountMismatchPages(t *testing.T) {
+	e := newEnv(t, false)
+	i := e.n.Add(1)
+	c, err := ledger.NewClaim(ledger.ClaimRequest{
+		Tenant: tenant, RunID: "run1", Tool: "stripe.pi", Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		Intent: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), ReplayWindow: 24 * time.Hour,
+		Expect:  &ledger.Expect{Amount: 1000, Currency: "usd"},
+		Request: &ledger.Request{Method: "POST", Path: "/v1/payment_intents", ContentType: "application/x-www-form-urlencoded", Body: "amount=1000"},
+	}, policy, e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.store.Claim(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := e.report(res.Row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.stripe.put(map[string]any{"id": "pi_m", "object": "payment_intent", "status": "succeeded", "amount": 9999, "currency": "usd",
+		"metadata": map[string]any{"metadata_local_id": row.MetadataLocalID}}, e.clock.Now().Add(-time.Hour))
+	e.clock.Advance(2 * time.Minute)
+	e.pass()
+	got := e.get(row)
+	if got.Status != ledger.StatusUnknown || got.PagedAt.IsZero() {
+		t.Fatalf("row = %s paged %v, want unknown and paged on a mismatch", got.Status, got.PagedAt)
+	}
+	if n := len(e.pd.got("trigger")); n != 1 {
+		t.Errorf("triggers = %d, want 1", n)
+	}
+}
+
+func TestPagerDownLeavesRowUnpaged(t *testing.T) {
+	e := newEnv(t, false)
+	e.pd.mu.Lock()
+	e.pd.fail = 500
+	e.pd.mu.Unlock()
+	row := e.claim("stripe", "/v1/payment_intents", 10*time.Minute, piBody)
+	e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.clock.Advance(time.Hour)
+	e.pass()
+	if got := e.get(row); !got.PagedAt.IsZero() {
+		t.Fatal("row marked paged although the page was not delivered")
+	}
+	e.pd.mu.Lock()
+	e.pd.fail = 0
+	e.pd.mu.Unlock()
+	e.clock.Advance(time.Hour)
+	e.pass()
+	e.clock.Advance(3 * time.Hour)
+	e.pass()
+	if got := e.get(row); got.PagedAt.IsZero() {
+		t.Fatal("row not paged after the pager came back")
+	}
+	if n := countEvents(outbox(t, e.store), row.Key, ledger.EventEscalated); n != 1 {
+		t.Errorf("escalated records = %d, want 1", n)
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	e := newEnv(t, false, func(o *resolver.Options, _ *env) { o.Interval = 10 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.res.Run(ctx) }()
+	waitFor(t, func() bool { return histCount(t, e.reg, "reconciler_resolver_cycle_seconds") >= 2 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// outbox returns the pending outbox events.
+func outbox(t *testing.T, st ledger.Store) []ledger.Event {
+	t.Helper()
+	recs, err := st.PendingEvents(context.Background(), 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]ledger.Event, len(recs))
+	for i, r := range recs {
+		evs[i] = r.Event
+	}
+	return evs
+}
+
+func countEvents(evs []ledger.Event, key, status string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Key == key && e.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// counter reads reconciler_resolver_actions_total{vendor, action} (or
+// another counter with those two labels) from the registry.
+func counter(t *testing.T, reg *prometheus.Registry, name, vendor, action string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			if got["vendor"] == vendor && got["action"] == action {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
+// waitFor polls cond until it holds (a guard of 10 s, not a timing assertion).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settlingStore settles the row by a webhook just before Escalate: the
+// race where a row settles between the due snapshot and the page.
+type settlingStore struct {
+	ledger.Store
+	clock *clock
+}
+
+func (s settlingStore) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
+	row, err := s.Get(ctx, tenant, key)
+	if err != nil {
+		return ledger.Row{}, false, err
+	}
+	if _, err := s.Ingest(ctx, ledger.Delivery{
+		Tenant: tenant, Vendor: "stripe", EventID: "evt_race", LocalID: row.MetadataLocalID,
+		Evidence: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "pi_race", At: s.clock.Now()},
+		At:       s.clock.Now(),
+	}); err != nil {
+		return ledger.Row{}, false, err
+	}
+	return s.Store.Escalate(ctx, tenant, key, at)
+}
+
+func TestPageForRowSettledMeanwhileIsResolved(t *testing.T) {
+	e := newEnv(t, false)
+	e.res = resolver.New(settlingStore{Store: e.store, clock: e.clock}, resolver.Options{
+		Lookups: map[string]resolver.Lookup{}, Pager: e.pager, Now: e.clock.Now, SearchLag: searchLag,
+	})
+	row := e.claim("resend", "/emails", 0, nil)
+	e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.clock.Advance(time.Hour)
+	e.pass()
+	if got := e.get(row); got.Status != ledger.StatusSucceeded || !got.PagedAt.IsZero() {
+		t.Fatalf("row = %s paged %v", got.Status, got.PagedAt)
+	}
+	trig, res := e.pd.got("trigger"), e.pd.got("resolve")
+	if len(trig) != 1 || len(res) != 1 || res[0]["dedup_key"] != trig[0]["dedup_key"] {
+		t.Fatalf("triggers %v, resolves %v: want the stray page resolved", trig, res)
+	}
+}
+
+func TestNoLookupPagesAfterLeaseAndWindow(t *testing.T) {
+	e := newEnv(t, false)
+	row := e.claim("resend", "/emails", 0, nil) // no lookup for resend; never reported
+	e.clock.Advance(5 * time.Minute)            // due (grace 1 min) but the lease (15 min) holds
+	e.pass()
+	if n := len(e.pd.got("trigger")); n != 0 {
+		t.Fatalf("paged under the attempt's lease")
+	}
+	e.clock.Advance(time.Hour)
+	e.pass()
+	if got := e.get(row); got.PagedAt.IsZero() || len(e.pd.got("trigger")) != 1 {
+		t.Fatalf("row not paged once after the lease: %v, triggers %d", got.PagedAt, len(e.pd.got("trigger")))
+	}
+}
