@@ -18,6 +18,8 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/postgres"
+	"github.com/agentledger/reconciler/paging"
+	"github.com/agentledger/reconciler/resolver"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -57,6 +59,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.goUntilClose(stageRelay, "relay", relay.Run)
+	if err := m.startResolver(st, js, reg); err != nil {
+		return nil, err
+	}
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
 		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
 	})
@@ -214,4 +219,51 @@ func (m *Main) NATSURL() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.natsURL
+}
+
+// startResolver runs the resolver (due rows → vendor lookups, replays,
+// pages) and the page resolver (a durable JetStream consumer that resolves
+// a page once its row settles).
+func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Registerer) error {
+	cfg, log := m.Config, m.Logger
+	var pager resolver.Pager = paging.NewLog(log.With("component", "paging"))
+	switch {
+	case cfg.Paging.PagerDuty.RoutingKey != "":
+		pd, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: cfg.Paging.PagerDuty.URL, RoutingKey: cfg.Paging.PagerDuty.RoutingKey})
+		if err != nil {
+			return fmt.Errorf("paging: %w", err)
+		}
+		pager = pd
+	case cfg.Paging.Webhook.URL != "":
+		wh, err := paging.NewWebhook(paging.WebhookOptions{URL: cfg.Paging.Webhook.URL})
+		if err != nil {
+			return fmt.Errorf("paging: %w", err)
+		}
+		pager = wh
+	}
+	lookups := map[string]resolver.Lookup{}
+	if cfg.Stripe.APIKey != "" {
+		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey, Now: m.Now})
+		if err != nil {
+			return err
+		}
+		lookups["stripe"] = sl
+	}
+	if cfg.PayPal.ClientID != "" && cfg.PayPal.ClientSecret != "" {
+		pl, err := resolver.NewPayPal(resolver.PayPalOptions{APIBase: cfg.PayPal.APIBase, ClientID: cfg.PayPal.ClientID, ClientSecret: cfg.PayPal.ClientSecret, Now: m.Now})
+		if err != nil {
+			return err
+		}
+		lookups["paypal"] = pl
+	}
+	res := resolver.New(st, resolver.Options{
+		Lookups: lookups, Pager: pager, Interval: cfg.Resolver.Interval, SearchLag: cfg.Stripe.SearchLag,
+		Now: m.Now, Logger: log.With("component", "resolver"), Registerer: reg,
+	})
+	m.goUntilClose(stageResolver, "resolver", res.Run)
+	pr := resolver.NewPageResolver(pager, log.With("component", "page-resolver"))
+	m.goUntilClose(stageResolver, "page-resolver", func(ctx context.Context) error {
+		return pr.Consume(ctx, js, resolver.ConsumeOptions{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix})
+	})
+	return nil
 }
