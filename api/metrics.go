@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/internal/promreg"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentledger/reconciler/ledger"
@@ -30,55 +31,38 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{}
 	var err error
-	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.requests, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_http_requests_total", Help: "HTTP requests by echo route path and status code.",
 	}, []string{"route", "code"})); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	if m.duration, err = promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "reconciler_http_request_duration_seconds", Help: "HTTP request latency by echo route path and status code (long-polls included).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"route", "code"})); err != nil {
 		return nil, err
 	}
-	if m.claims, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.claims, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_claims_total", Help: "Claim and compensation decisions by tenant and decision.",
 	}, []string{"tenant", "decision"})); err != nil {
 		return nil, err
 	}
-	if m.transitions, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.transitions, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
 	}, []string{"from", "to", "source"})); err != nil {
 		return nil, err
 	}
-	if m.alerts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.alerts, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
 	}, []string{"kind"})); err != nil {
 		return nil, err
 	}
-	if m.waiting, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	if m.waiting, err = promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "reconciler_claim_waiters", Help: "Claims long-polling (?wait=) an in-flight row right now.",
 	})); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// the same name: webhooks and the resolver count transitions and alerts in
-// the same series, and whoever registers first owns them.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, err
-	}
-	return c, nil
 }
 
 // change counts what a store call did to a row: its transition (by the

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/internal/promreg"
 )
 
 // Outbox is what the relay needs of a store (ledger.Outbox satisfies it).
@@ -341,29 +343,14 @@ func newRelayMetrics(reg prometheus.Registerer) (relayMetrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.depth, err = register(reg, m.depth); err != nil {
+	if m.depth, err = promreg.Register(reg, m.depth); err != nil {
 		return m, err
 	}
-	if m.lag, err = register(reg, m.lag); err != nil {
+	if m.lag, err = promreg.Register(reg, m.lag); err != nil {
 		return m, err
 	}
-	if m.publishes, err = register(reg, m.publishes); err != nil {
+	if m.publishes, err = promreg.Register(reg, m.publishes); err != nil {
 		return m, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// its name (a relay rebuilt in the same process reuses the series).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("register metrics: %w", err)
-	}
-	return c, nil
 }

@@ -1,16 +1,20 @@
 package resolver
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/internal/promreg"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // metrics are the resolver's part of ARCHITECTURE.md §6a.
 type metrics struct {
-	cycle   prometheus.Histogram
-	actions *prometheus.CounterVec
+	cycle       prometheus.Histogram
+	actions     *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	alerts      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
@@ -24,29 +28,43 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 			Name: "reconciler_resolver_actions_total",
 			Help: "What the resolver did to due rows, by vendor and action (found, replayed, absent, paged, error).",
 		}, []string{"vendor", "action"}),
+		// The same series as the API's and the webhooks': registered by
+		// whoever comes first, counted into by all.
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
+		}, []string{"from", "to", "source"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
+		}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m
 	}
 	m.cycle = register(reg, m.cycle, log)
 	m.actions = register(reg, m.actions, log)
+	m.transitions = register(reg, m.transitions, log)
+	m.alerts = register(reg, m.alerts, log)
 	return m
 }
 
-// register registers c, or reuses the collector already registered under
-// its name (a second resolver on one registry, as in tests).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	switch {
-	case err == nil:
-	case errors.As(err, &are):
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-		log.Warn("resolver: metric registered with another type", "err", err)
-	default:
-		log.Warn("resolver: metric not registered", "err", err)
+// change counts what one Apply did: its transition and its alerts.
+func (m *metrics) change(ch ledger.Change) {
+	if ch.Changed {
+		m.transitions.WithLabelValues(string(ch.From), string(ch.To), string(ledger.SourceResolver)).Inc()
 	}
-	return c
+	for _, a := range ch.Alerts {
+		m.alerts.WithLabelValues(string(a)).Inc()
+	}
+}
+
+// register registers c, or reuses the collector already registered under
+// its name; a failure is logged, and the resolver counts into an
+// unregistered collector rather than refusing to run.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
+	got, err := promreg.Register(reg, c)
+	if err != nil {
+		log.Warn("resolver: metric not registered", "err", err)
+		return c
+	}
+	return got
 }

@@ -387,6 +387,7 @@ func (r *Resolver) settle(ctx context.Context, row ledger.Row, f Finding, now ti
 	if err != nil {
 		return out.fail(fmt.Errorf("apply %s: %w", f.Status, err))
 	}
+	r.metrics.change(ch)
 	if !updated.Status.Open() {
 		out.settled, out.status = true, updated.Status
 		return out

@@ -43,10 +43,10 @@ internal ledger/postgres ledger
 internal ledger/memstore ledger
 internal ledger/storetest ledger
 internal matcher ledger
-internal webhooks ledger matcher
-internal resolver ledger paging
-internal events ledger
-internal api ledger matcher resolver
-internal client ledger events
-internal internal/httpload api events ledger ledger/bolt
+internal webhooks ledger matcher internal/promreg
+internal resolver ledger paging internal/promreg
+internal events ledger internal/promreg
+internal api ledger matcher resolver internal/promreg
+internal client ledger events internal/promreg
+internal internal/httpload api events ledger ledger/bolt internal/promreg
 exit $fail

@@ -1,9 +1,10 @@
 package webhooks
 
 import (
-	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/internal/promreg"
 
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -32,38 +33,22 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{}
 	var err error
-	if m.webhooks, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.webhooks, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_webhooks_total", Help: "Webhook deliveries by vendor and result.",
 	}, []string{"vendor", "result"})); err != nil {
 		return nil, err
 	}
-	if m.alerts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.alerts, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
 	}, []string{"kind"})); err != nil {
 		return nil, err
 	}
-	if m.transitions, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.transitions, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
 	}, []string{"from", "to", "source"})); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// the same name and labels (the API registers alerts and transitions too).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, err
-	}
-	return c, nil
 }
 
 // ingested counts one stored delivery: its result, its transition and its alerts.
