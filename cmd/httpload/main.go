@@ -1,7 +1,9 @@
 // Command httpload measures the claim API against a bare echo server in one
-// process, and the relay lag of outcome events; see internal/httpload.
+// process, and the relay lag of outcome events; with -mode webhook, durable
+// Stripe webhook ingest against the same server's verify-only route; see
+// internal/httpload.
 //
-//	go run ./cmd/httpload [-duration 10s] [-conns 64] [-rounds 1] [-json] [-cpuprofile cpu.out]
+//	go run ./cmd/httpload [-mode claim|webhook] [-duration 10s] [-conns 64] [-rounds 1] [-json] [-cpuprofile cpu.out]
 //
 // It exits 1 when a target cannot start, any request failed, or an event is
 // missing after the drain; 2 on bad flags.
@@ -33,19 +35,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := httpload.DefaultConfig()
 	fs := flag.NewFlagSet("httpload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Mode, "mode", cfg.Mode, "claim: claim API vs bare echo, then relay lag; webhook: durable Stripe ingest vs the verify-only route")
+	fs.IntVar(&cfg.WebhookRows, "webhook-rows", cfg.WebhookRows, "webhook mode: unknown rows claimed before the load (one per durable delivery)")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "concurrent keep-alive connections per target")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up per phase-1 target, not measured")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per phase-1 target")
-	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "split -duration into this many alternating bare/real rounds (a noisy machine)")
-	fs.DurationVar(&cfg.LagDuration, "lag-duration", cfg.LagDuration, "phase 2 (claim + outcome, relay lag) duration; 0 skips it")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "split -duration into this many alternating bare/real (verify-only/durable) rounds (a noisy machine)")
+	fs.DurationVar(&cfg.LagDuration, "lag-duration", cfg.LagDuration, "claim mode's phase 2 (claim + outcome, relay lag) duration; 0 skips it")
 	fs.Float64Var(&cfg.LagRate, "lag-rate", cfg.LagRate, "phase 2 pairs per second; 0 = as fast as the connections go")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait for every event after phase 2")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one HTTP request")
-	fs.BoolVar(&cfg.SkipBare, "skip-bare", false, "measure only the real target (profiling)")
+	fs.BoolVar(&cfg.SkipBare, "skip-bare", false, "measure only the real (webhook mode: durable) target (profiling)")
 	fs.BoolVar(&cfg.APILog, "api-log", cfg.APILog, "the API logs JSON at info as serve does (into io.Discard)")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent of the temporary data directory (default: the system temp dir)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phases (not the setup) to this file")
 	verbose := fs.Bool("v", false, "progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -69,11 +73,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "httpload: cpu profile: %v\n", err)
-			return 1
+		// The profile starts when the load does, so the targets' start-up
+		// and webhook mode's row claiming stay out of it.
+		started := false
+		cfg.BeforeLoad = func() error {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			started = true
+			return nil
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			if started {
+				pprof.StopCPUProfile()
+			}
+		}()
 	}
 
 	rep, err := httpload.Run(ctx, cfg)

@@ -18,6 +18,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{name: "zero conns", args: []string{"-conns", "0"}, want: "conns 0"},
 		{name: "negative lag rate", args: []string{"-lag-rate", "-1"}, want: "lag rate"},
 		{name: "zero rounds", args: []string{"-rounds", "0"}, want: "rounds 0"},
+		{name: "unknown mode", args: []string{"-mode", "grpc"}, want: `mode "grpc"`},
+		{name: "webhook mode without rows", args: []string{"-mode", "webhook", "-webhook-rows", "0"}, want: "webhook rows 0"},
 		{name: "stray argument", args: []string{"extra"}, want: "unexpected arguments"},
 	}
 	for _, tt := range tests {

@@ -21,6 +21,9 @@ func run() int {
 	if len(os.Args) > 1 && os.Args[1] == "send-fixture" {
 		return sendFixture(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "ledger" {
+		return runLedger(ctx, os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "drill" {
 		return runDrill(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	}

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,8 +58,6 @@ func NewMain() *Main {
 	}
 }
 
-// Subcommands that later issues implement; until then they exit 2.
-var placeholderCommands = []string{"ledger"}
 
 // ParseFlags chooses the subcommand and loads the configuration from flags,
 // the environment and the config file. It returns flag.ErrHelp after printing
@@ -76,8 +73,6 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	case cmd == "help":
 		m.usage(m.Stdout)
 		return flag.ErrHelp
-	case slices.Contains(placeholderCommands, cmd):
-		return &exitError{code: 2, err: fmt.Errorf("%s: not implemented yet", cmd)}
 	default:
 		return &exitError{code: 2, err: fmt.Errorf("unknown command %q (run reconciler --help)", cmd)}
 	}
@@ -308,7 +303,7 @@ func (m *Main) usage(w io.Writer) {
   reconciler drill [--json]                run the duplicate-delivery drills in-process (exit 1 if any fails)
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
-  reconciler ledger list|show|resolve      an operator's view of rows (not implemented yet)
+  reconciler ledger list|show|resolve      an operator's view of rows through the admin API
 
 Flags of serve. Each setting has a flag, an environment variable and a
 config-file key; a flag beats the environment, which beats the config file,

@@ -227,7 +227,6 @@ func TestCommands(t *testing.T) {
 		wantCode int
 		wantMsg  string
 	}{
-		{"ledger", []string{"ledger", "list"}, 2, "ledger: not implemented yet"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown flag", []string{"--nope"}, 2, "flag provided but not defined: -nope"},
 		{"secret as a flag", []string{"--stripe-api-key", "sk"}, 2, "flag provided but not defined: -stripe-api-key"},
