@@ -58,8 +58,12 @@ type Options struct {
 	// ReplayWindow says how long a vendor remembers an idempotency key (nil: 0, no replays).
 	ReplayWindow func(vendor string) time.Duration
 	// Frozen is the kill switch: true when the tool or its class is frozen
-	// for the tenant (nil: never frozen).
+	// for the tenant (nil: never frozen, or KillSwitch's Frozen).
 	Frozen func(tenant, tool string, class ledger.ToolClass) bool
+	// KillSwitch serves the admin freeze routes (freeze.go) and, when set,
+	// is what claims ask instead of Frozen (set one or the other). Nil: the
+	// routes answer 501.
+	KillSwitch KillSwitch
 	// Ready are the checks behind /readyz.
 	Ready []ReadyCheck
 	// Registerer receives the API's metrics and Gatherer serves /metrics.
@@ -85,6 +89,8 @@ type Server struct {
 	policy       ledger.Policy
 	replayWindow func(vendor string) time.Duration
 	frozen       func(tenant, tool string, class ledger.ToolClass) bool
+	kill         KillSwitch
+	tenants      map[string]bool // tenants with a token (freeze.go)
 	ready        []ReadyCheck
 	readyTimeout time.Duration
 	poll         time.Duration
@@ -125,6 +131,9 @@ func New(o Options) (*Server, error) {
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
 		watch: newWatchers(),
 	}
+	if err := s.useKillSwitch(o); err != nil {
+		return nil, fmt.Errorf("api: options: %w", err)
+	}
 	if s.bodyLimit == 0 {
 		s.bodyLimit = DefaultBodyLimit
 	}
@@ -164,6 +173,9 @@ func New(o Options) (*Server, error) {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
+	if err := s.registerFrozen(reg); err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
 	s.e = s.routes()
 	return s, nil
 }
@@ -197,6 +209,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly)
 	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly)
 	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
+	s.freezeRoutes(e, adminOnly)
 	return e
 }
 

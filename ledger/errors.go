@@ -55,5 +55,5 @@ var invalidInput = []error{
 	ErrInvalidRunID, ErrInvalidTool, ErrInvalidToolCallID, ErrInvalidVendor, ErrInvalidToolClass,
 	ErrInvalidKey, ErrInvalidTenant, ErrInvalidIntent, ErrInvalidRequest, ErrInvalidExpect,
 	ErrInvalidOutcome, ErrInvalidStatus, ErrInvalidAction, ErrInvalidEvidence, ErrInvalidListQuery,
-	ErrInvalidDelivery,
+	ErrInvalidDelivery, ErrInvalidFreeze,
 }

@@ -18,6 +18,7 @@ type Store interface {
 	Resolutions
 	Schedule
 	Outbox
+	Freezes
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error
 }

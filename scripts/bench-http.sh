@@ -5,6 +5,9 @@
 # lag; under a minute in all. Extra arguments go to the program, e.g.
 #   scripts/bench-http.sh -json
 #   scripts/bench-http.sh -cpuprofile cpu.out -skip-bare
+# Webhook mode: durable Stripe ingest against the same server's verify-only
+# route (50,000 rows are claimed first, 10-30 s on a busy machine):
+#   scripts/bench-http.sh -mode webhook -rounds 5
 # The binary is built first so compiling does not share the CPU with the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."

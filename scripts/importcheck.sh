@@ -47,6 +47,7 @@ internal webhooks ledger matcher internal/promreg
 internal resolver ledger paging internal/promreg
 internal events ledger internal/promreg
 internal api ledger matcher resolver internal/promreg
+internal freeze ledger
 internal client ledger events internal/promreg
 internal internal/httpload api events ledger ledger/bolt internal/promreg
 exit $fail

@@ -58,7 +58,6 @@ func NewMain() *Main {
 	}
 }
 
-
 // ParseFlags chooses the subcommand and loads the configuration from flags,
 // the environment and the config file. It returns flag.ErrHelp after printing
 // the help to Stdout; ExitCode maps every error to the process's status.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/freeze"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/postgres"
@@ -66,7 +67,17 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
 	})
 
+	// The kill switch: loaded before the API serves (a start-up that cannot
+	// read it fails rather than run with every tool thawed), refreshed every
+	// 2 s so replicas sharing PostgreSQL follow each other's changes.
+	kill := freeze.New(st, freeze.Options{Logger: log.With("component", "freeze")})
+	if _, err := kill.Load(ctx); err != nil {
+		return nil, fmt.Errorf("kill switch: %w", err)
+	}
+	m.goUntilClose(stageResolver, "freeze-refresh", kill.Run)
+
 	srv, err := api.New(api.Options{
+		KillSwitch:   kill,
 		Store:        st,
 		Tokens:       cfg.TokenTenants(),
 		AdminTokens:  cfg.AdminTokens,

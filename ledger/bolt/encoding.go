@@ -24,11 +24,16 @@ var (
 	bucketInboxByTime = []byte("inbox_by_time") // be64(first_seen) ‖ vendor \x00 event id → empty
 	bucketOrphans     = []byte("orphans")       // local id \x00 vendor \x00 event id → JSON ledger.Delivery
 	bucketMeta        = []byte("meta")          // schema_version → decimal
+	bucketFreezes     = []byte("freezes")       // tenant \x00 target → {"v":1,"freeze":{…}} (freeze.go)
 )
 
-var allBuckets = [][]byte{
+// allBuckets is an array, so a transaction's handle cache can be sized by
+// it. Open creates any bucket a file lacks: adding one (freezes) needs no
+// new schemaVersion, and an older build ignores it.
+var allBuckets = [...][]byte{
 	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
+	bucketFreezes,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.

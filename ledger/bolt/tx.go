@@ -22,7 +22,7 @@ type boltTx struct {
 	store   *Store
 	writes  int
 	wakeSet bool
-	buckets [10]*bolt.Bucket
+	buckets [len(allBuckets)]*bolt.Bucket
 }
 
 var _ ledger.Tx = (*boltTx)(nil)

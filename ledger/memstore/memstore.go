@@ -36,6 +36,7 @@ type state struct {
 	inbox      map[inboxID]ledger.InboxRecord
 	inboxOrder []inboxEntry
 	orphans    map[string][]ledger.Delivery // local id → parked deliveries, oldest first
+	freezes    map[freezeID]ledger.Freeze   // the kill switch (freeze.go); nil until the first put
 }
 
 var _ ledger.Store = (*Store)(nil)

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Due", testDue},
 		{"List", testList},
 		{"Outbox", testOutbox},
+		{"Freezes", testFreezes},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},
 		{"Linearizable", testLinearizable},
