@@ -34,6 +34,23 @@
 // SyncAlways, and a timed-out message ahead of acked ones would put events on
 // the stream out of order.
 //
+// # Many replicas
+//
+// When the Outbox given to NewRelay also implements LeasingOutbox
+// (ledger/postgres does, with SELECT … FOR UPDATE SKIP LOCKED), each pass
+// leases a batch for RelayOptions.Lease (30 s) instead of reading
+// PendingEvents, so the relays of N replicas share the outbox without a
+// leader and a record is handed to one relay at a time. The store never
+// hands out a row's record while an earlier record of that row is leased,
+// and the relay starts a publish only while PublishTimeout still fits in
+// its lease, so every publish of a lease ends before anyone else can take
+// the row's next record: each row's events stay in commit order across
+// relays. Records a relay leaves unpublished (a failed publish, a crash, a
+// lease running out) are handed out again when the lease ends; a record
+// published but not acked is published again and JetStream drops the
+// duplicate. Relays' clocks (RelayOptions.Now) must agree to well within a
+// lease.
+//
 // A record that can never be published (a tenant or run_id that is not a
 // subject token) is dropped with an error log and counted as
 // result="invalid": keeping it would block every later event, and the row

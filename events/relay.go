@@ -29,6 +29,17 @@ type Outbox interface {
 	Notify() <-chan struct{}
 }
 
+// LeasingOutbox is an Outbox that lets several relays share the work
+// (ledger/postgres.Store implements it). ClaimEvents leases up to limit
+// records until now+lease, in sequence order, never handing a record to two
+// callers under live leases and never handing out a row's record while an
+// earlier record of that row is leased to someone else. When the Outbox
+// given to NewRelay implements it, the relay leases batches instead of
+// reading PendingEvents.
+type LeasingOutbox interface {
+	ClaimEvents(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]ledger.OutboxRecord, error)
+}
+
 // Publisher publishes one message and waits for its PubAck
 // (jetstream.JetStream satisfies it).
 type Publisher interface {
@@ -42,6 +53,10 @@ const (
 	DefaultRelayInterval  = time.Second
 	DefaultMinBackoff     = 100 * time.Millisecond
 	DefaultMaxBackoff     = 10 * time.Second
+	// DefaultLease is how long a leasing outbox's batch belongs to this
+	// relay. It must exceed PublishTimeout: a publish is started only while
+	// at least PublishTimeout of the lease is left.
+	DefaultLease = 30 * time.Second
 )
 
 // Publish results, the values of the result label of
@@ -77,7 +92,13 @@ type RelayOptions struct {
 	// MinBackoff and MaxBackoff bound the jittered exponential wait after a
 	// failed pass (NATS or the store unavailable).
 	MinBackoff, MaxBackoff time.Duration
-	// Now is the clock for the lag metric; nil means time.Now.
+	// Lease is how long a batch leased from a LeasingOutbox stays this
+	// relay's (default DefaultLease); it must be longer than PublishTimeout.
+	// Unused with a plain Outbox.
+	Lease time.Duration
+	// Now is the clock for the lag metric and the leases; nil means
+	// time.Now. Replicas sharing an outbox need clocks that agree to well
+	// within Lease.
 	Now func() time.Time
 }
 
@@ -86,6 +107,7 @@ type RelayOptions struct {
 // before the one ahead of it has been acknowledged.
 type Relay struct {
 	out     Outbox
+	lease   LeasingOutbox // out, when it leases; nil otherwise
 	pub     Publisher
 	opts    RelayOptions
 	log     *slog.Logger
@@ -130,6 +152,13 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = opts.MinBackoff
 	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	lo, _ := out.(LeasingOutbox)
+	if lo != nil && opts.Lease <= opts.PublishTimeout {
+		return nil, fmt.Errorf("new relay: lease %s must be longer than the publish timeout %s", opts.Lease, opts.PublishTimeout)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -143,7 +172,7 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 		return nil, fmt.Errorf("new relay: %w", err)
 	}
 	return &Relay{
-		out: out, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
+		out: out, lease: lo, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
 		health: ErrRelayNotStarted,
 	}, nil
 }
@@ -228,7 +257,7 @@ func (r *Relay) setHealth(err error) {
 // is done.
 func (r *Relay) drain(ctx context.Context) error {
 	for ctx.Err() == nil {
-		recs, err := r.out.PendingEvents(ctx, r.opts.Batch)
+		recs, until, err := r.read(ctx)
 		if err != nil {
 			return fmt.Errorf("read outbox: %w", err)
 		}
@@ -236,7 +265,7 @@ func (r *Relay) drain(ctx context.Context) error {
 		if len(recs) == 0 {
 			return nil
 		}
-		done, pubErr := r.publish(ctx, recs)
+		done, pubErr := r.publish(ctx, recs, until)
 		if len(done) > 0 {
 			// The records are on the stream; delete them even when ctx is
 			// done, or a restart republishes them (harmless inside the
@@ -259,14 +288,35 @@ func (r *Relay) drain(ctx context.Context) error {
 	return nil
 }
 
+// read returns the next batch: leased until the returned time from a
+// LeasingOutbox, or read with PendingEvents (zero time: no lease).
+func (r *Relay) read(ctx context.Context) ([]ledger.OutboxRecord, time.Time, error) {
+	if r.lease == nil {
+		recs, err := r.out.PendingEvents(ctx, r.opts.Batch)
+		return recs, time.Time{}, err
+	}
+	now := r.now()
+	recs, err := r.lease.ClaimEvents(ctx, now, r.opts.Batch, r.opts.Lease)
+	return recs, now.Add(r.opts.Lease), err
+}
+
 // publish sends recs one at a time, each after the previous PubAck, and
 // returns the seqs that are done (published, duplicate, or invalid and
 // dropped): always a prefix of recs. It stops at the first failure and
-// between records once ctx is done.
-func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord) ([]uint64, error) {
+// between records once ctx is done. With a lease (until not zero) it
+// starts a publish only while PublishTimeout still fits in the lease, so
+// every publish ends before another relay can be handed the record or a
+// later record of its row: that is what keeps each row's events in order
+// across relays. Records it leaves unpublished come back when the lease
+// ends.
+func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until time.Time) ([]uint64, error) {
 	done := make([]uint64, 0, len(recs))
 	for _, rec := range recs {
 		if ctx.Err() != nil {
+			break
+		}
+		if !until.IsZero() && r.now().Add(r.opts.PublishTimeout).After(until) {
+			r.log.Warn("relay lease running out; leaving the rest of the batch", "left", len(recs)-len(done))
 			break
 		}
 		msg, err := r.message(rec.Event)

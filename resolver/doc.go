@@ -40,6 +40,17 @@
 // calls with golang.org/x/time/rate token buckets (Stripe: Search 20/s and
 // API 100/s by default) and time-box each call (CallTimeout).
 //
+// # Many replicas
+//
+// When the Store given to New also implements DueClaimer (ledger/postgres
+// does, with SELECT … FOR UPDATE SKIP LOCKED), Pass takes its rows with
+// ClaimDue, which moves their next check to now+Options.Lease in the same
+// transaction: the resolvers of N replicas share the due rows without a
+// leader, and no two work one row within a lease. The lease (default
+// VendorTimeout plus twice the store timeout) outlasts a pass's work on
+// the row; a replica that dies mid-pass leaves its rows due again when the
+// lease ends. Without a DueClaimer (bbolt: one process) Pass reads Due.
+//
 // # Paging once, reliably
 //
 // The design asks for paged_at to be set in the same transaction that

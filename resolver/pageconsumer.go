@@ -3,6 +3,7 @@ package resolver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -54,7 +55,7 @@ func (p *PageResolver) Consume(ctx context.Context, js jetstream.JetStream, o Co
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = defaultConsumeWait
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable: o.Durable,
 		FilterSubjects: []string{
 			o.SubjectPrefix + ".*.*." + string(ledger.StatusSucceeded),
@@ -64,7 +65,14 @@ func (p *PageResolver) Consume(ctx context.Context, js jetstream.JetStream, o Co
 		AckWait:       o.Timeout + 10*time.Second, // longer than a handler may take
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, o.Stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+		// A server before 2.10 takes one filter only: take every event of
+		// the prefix; HandleEvent ignores the ones that settle nothing.
+		cfg.FilterSubjects, cfg.FilterSubject = nil, o.SubjectPrefix+".>"
+		cons, err = js.CreateOrUpdateConsumer(ctx, o.Stream, cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("page resolver: consumer %s: %w", o.Durable, err)
 	}

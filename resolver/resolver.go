@@ -24,6 +24,15 @@ type Store interface {
 	Reschedule(ctx context.Context, tenant, key string, next time.Time) error
 }
 
+// DueClaimer is a Store that lets several resolvers share the due rows
+// (ledger/postgres.Store implements it). ClaimDue takes up to limit rows due
+// at or before now and moves their next check to now+lease in the same
+// transaction, so no other caller gets them until the lease ends. When the
+// Store given to New implements it, Pass uses it instead of Due.
+type DueClaimer interface {
+	ClaimDue(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]ledger.Row, error)
+}
+
 // Pager pages a human and resolves the page; paging.PagerDuty,
 // paging.Webhook and paging.Log implement it.
 type Pager interface {
@@ -53,6 +62,10 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound how far a row is pushed back when it
 	// is not decided (defaults Interval and 1 h).
 	MinBackoff, MaxBackoff time.Duration
+	// Lease is how long rows taken through a DueClaimer stay this
+	// resolver's (default VendorTimeout plus twice the store timeout, so a
+	// pass's last writes land inside it). Unused with a plain Store.
+	Lease time.Duration
 	// PageTimeout bounds one page (the pager retries inside it; default
 	// 30 s). A page not delivered in time is tried again next pass.
 	PageTimeout time.Duration
@@ -91,6 +104,7 @@ const (
 // A Resolver is safe for concurrent use, though Run never overlaps passes.
 type Resolver struct {
 	store   Store
+	claimer DueClaimer // store, when it leases due rows; nil otherwise
 	opts    Options
 	logger  *slog.Logger
 	metrics *metrics
@@ -121,6 +135,9 @@ func New(store Store, opts Options) *Resolver {
 	if opts.VendorTimeout <= 0 {
 		opts.VendorTimeout = opts.Interval
 	}
+	if opts.Lease <= 0 {
+		opts.Lease = opts.VendorTimeout + 2*storeTimeout
+	}
 	if opts.SearchLag <= 0 {
 		opts.SearchLag = DefaultSearchLag
 	}
@@ -146,8 +163,9 @@ func New(store Store, opts Options) *Resolver {
 	if opts.Pager == nil {
 		opts.Pager = paging.NewLog(opts.Logger)
 	}
+	claimer, _ := store.(DueClaimer)
 	return &Resolver{
-		store: store, opts: opts, logger: opts.Logger, metrics: newMetrics(opts.Registerer, opts.Logger),
+		store: store, claimer: claimer, opts: opts, logger: opts.Logger, metrics: newMetrics(opts.Registerer, opts.Logger),
 		pausedUntil: map[string]time.Time{}, fails: map[string]int{}, stored5xx: map[string]bool{},
 	}
 }
@@ -174,11 +192,19 @@ func (r *Resolver) Run(ctx context.Context) error {
 // and works them, each vendor in its own goroutine with its own deadline,
 // so one vendor's outage costs the others nothing. It returns when every
 // vendor's share is done or timed out; the error is the store's Due error.
+// With a DueClaimer the rows are leased for Lease, so resolvers of other
+// replicas skip them: every row is worked by one resolver per lease.
 func (r *Resolver) Pass(ctx context.Context) error {
 	start := time.Now()
 	defer func() { r.metrics.cycle.Observe(time.Since(start).Seconds()) }()
 	now := r.opts.Now().UTC()
-	rows, err := r.store.Due(ctx, now, r.opts.Limit)
+	var rows []ledger.Row
+	var err error
+	if r.claimer != nil {
+		rows, err = r.claimer.ClaimDue(ctx, now, r.opts.Limit, r.opts.Lease)
+	} else {
+		rows, err = r.store.Due(ctx, now, r.opts.Limit)
+	}
 	if err != nil {
 		return fmt.Errorf("resolver: due rows: %w", err)
 	}

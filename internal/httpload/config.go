@@ -1,10 +1,13 @@
 package httpload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/agentledger/reconciler/ledger/bolt"
 )
 
 // Target names, in the order Run measures them.
@@ -15,9 +18,26 @@ const (
 	TargetLag = "real_claim_outcome"
 )
 
+// Modes of Run.
+const (
+	// ModeClaim measures the claim API against the bare server, then the
+	// relay lag of claim + outcome pairs.
+	ModeClaim = "claim"
+	// ModeWebhook measures durable Stripe ingest against the same server's
+	// verify-only route (see webhook.go).
+	ModeWebhook = "webhook"
+)
+
 // Config configures Run. Start from DefaultConfig: a zero field here is
 // meaningful (LagRate 0 is unlimited).
 type Config struct {
+	// Mode is ModeClaim or ModeWebhook.
+	Mode string
+	// WebhookRows is how many unknown rows ModeWebhook claims and reports
+	// (timeout) before it measures; each durable delivery flips one. When
+	// they run out the durable target stops early and its window shrinks
+	// (the report says so).
+	WebhookRows int
 	// Conns is the number of concurrent keep-alive connections, one worker
 	// each, used for every phase.
 	Conns int
@@ -26,12 +46,13 @@ type Config struct {
 	Warmup time.Duration
 	// Duration is the measured window of each phase-1 target.
 	Duration time.Duration
-	// Rounds splits Duration into this many alternating bare/real rounds
+	// Rounds splits Duration into this many alternating bare/real (webhook
+	// mode: verify-only/durable) rounds
 	// (1: bare, then real). On a machine shared with other work, more
 	// rounds let both targets see the same background load.
 	Rounds int
 	// LagDuration is how long phase 2 sends claim + outcome pairs; 0 skips
-	// phase 2.
+	// phase 2. ModeWebhook has no phase 2 and ignores it.
 	LagDuration time.Duration
 	// LagRate caps phase 2 at this many pairs a second across all
 	// connections; 0 sends as fast as the connections allow (the relay then
@@ -42,8 +63,8 @@ type Config struct {
 	DrainTimeout time.Duration
 	// RequestTimeout bounds one HTTP request.
 	RequestTimeout time.Duration
-	// SkipBare measures only the real target (for profiling it alone); the
-	// ratio is then absent.
+	// SkipBare measures only the real target (webhook mode: the durable
+	// route) for profiling it alone; the ratio is then absent.
 	SkipBare bool
 	// APILog makes the real API log as `reconciler serve` does (JSON at info,
 	// one line per claim and outcome) into io.Discard, so the cost of slog is
@@ -57,6 +78,16 @@ type Config struct {
 	// Now is the clock of every measurement (nil: time.Now). It must carry a
 	// monotonic reading, as time.Now does.
 	Now func() time.Time
+
+	// BeforeLoad, when set, is called once after the targets are up (and
+	// webhook mode's rows claimed), just before the first request: the
+	// place to start a CPU profile that leaves the setup out. An error
+	// ends Run.
+	BeforeLoad func() error
+
+	// afterWebhook, when set, sees the store after ModeWebhook's load,
+	// before it is closed (tests check the rows themselves).
+	afterWebhook func(ctx context.Context, st *bolt.Store, rows []rowRef, acked []ackedDelivery)
 }
 
 // DefaultConfig is what `go run ./cmd/httpload` runs: 64 connections, 2 s
@@ -65,6 +96,8 @@ type Config struct {
 // the whole run stays under 60 s (see MaxRunTime).
 func DefaultConfig() Config {
 	return Config{
+		Mode:           ModeClaim,
+		WebhookRows:    50000,
 		Conns:          64,
 		Warmup:         2 * time.Second,
 		Duration:       10 * time.Second,
@@ -79,14 +112,15 @@ func DefaultConfig() Config {
 
 // MaxRunTime is the longest the load phases of c can take: every phase's
 // sending time, a straggling request at the end of each, and the drain
-// timeout. Start-up and shutdown (about a second) come on top.
+// timeout. Start-up and shutdown (about a second) come on top, and in
+// ModeWebhook the claiming of WebhookRows rows before the load.
 func (c Config) MaxRunTime() time.Duration {
 	targets := 2
 	if c.SkipBare {
 		targets = 1
 	}
 	total := time.Duration(targets) * (c.Warmup + c.Duration + time.Duration(c.Rounds)*c.RequestTimeout)
-	if c.LagDuration > 0 {
+	if c.LagDuration > 0 && c.Mode != ModeWebhook {
 		total += c.LagDuration + c.RequestTimeout + c.DrainTimeout
 	}
 	return total
@@ -95,6 +129,10 @@ func (c Config) MaxRunTime() time.Duration {
 // Validate reports the first setting that cannot run.
 func (c Config) Validate() error {
 	switch {
+	case c.Mode != ModeClaim && c.Mode != ModeWebhook:
+		return fmt.Errorf("mode %q: want %q or %q", c.Mode, ModeClaim, ModeWebhook)
+	case c.Mode == ModeWebhook && (c.WebhookRows < 1 || c.WebhookRows > 10_000_000):
+		return fmt.Errorf("webhook rows %d: want 1 to 10000000", c.WebhookRows)
 	case c.Conns < 1 || c.Conns > 4096:
 		return fmt.Errorf("conns %d: want 1 to 4096", c.Conns)
 	case c.Warmup < 0:

@@ -27,18 +27,35 @@
 // arrival. After the load stops, every event must arrive within the drain
 // timeout, or Run fails and names how many are missing.
 //
+// Webhook mode (Config.Mode = ModeWebhook, webhook.go) measures durable
+// Stripe ingest instead. The real target then also carries the webhook
+// routes as serve wires them (webhooks.New over the store, one Stripe
+// endpoint for the tenant) plus webhooks' verify-only route, which serve
+// never registers: the same handler code up to and including the match,
+// then 200 without the store. Before the load, Config.WebhookRows rows are
+// claimed and reported timeout (unknown) straight through the store from
+// 256 goroutines, their setup events are cleared from the outbox, and only
+// then does the relay start. Both targets send
+// fixtures' stripe/2024-06-20/payment_intent.succeeded with a fresh event
+// id and object id, and a row's metadata_local_id and key, signed by the
+// client before each request's timer starts: verify-only rounds alternate
+// with durable rounds, on separate clients. Each durable delivery takes
+// the next unused row and must answer 200 "accepted"; after the load every
+// acknowledged row is read back and must be succeeded with its delivery's
+// object id as receipt, or Run fails. There is no phase 2 in webhook mode.
+//
 // Latencies are kept per worker in plain slices and sorted once at the end
 // (exact percentiles; a 10 s run at a few thousand requests a second is a few
 // hundred kilobytes). The load generator shares the CPU with the servers it
 // measures, which is the point of a same-process comparison: both targets
 // pay the same client cost.
 //
-// Imports: api, events, ledger, ledger/bolt, echo, nats.go (jetstream),
-// golang.org/x/time/rate and the standard library. Only cmd/httpload
-// imports it.
+// Imports: api, events, ledger, ledger/bolt, webhooks (and through it
+// matcher), fixtures, echo, nats.go (jetstream), golang.org/x/time/rate and
+// the standard library. Only cmd/httpload imports it.
 //
 // Concurrency: Run owns every goroutine it starts (HTTP servers, the relay,
-// the event observer, the load workers) and stops them all before it
+// the event observer, the load workers, webhook mode's setup claimers) and stops them all before it
 // returns, whether it succeeds, fails or ctx ends. Requests stop being sent
 // at the end of each phase's duration; a request in flight then is bounded
 // by Config.RequestTimeout. Time comes from Config.Now.

@@ -4,10 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentledger/reconciler/fixtures"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/webhooks"
 )
 
 // TestRunSmall runs the whole program briefly with 4 connections: both
@@ -305,4 +314,261 @@ func TestPhaseResultAdd(t *testing.T) {
 	if got.RunQueue != -1 {
 		t.Errorf("run queue: got %v, want -1 (one round could not tell)", got.RunQueue)
 	}
+}
+
+// TestRunWebhook runs webhook mode briefly with 4 connections: both routes
+// answer every delivery, every acknowledged durable delivery flipped its
+// row (read back from the store before it closes), and the verify-only
+// route flipped none.
+func TestRunWebhook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts NATS and bolt, claims rows and runs load for ~2 s")
+	}
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Mode = ModeWebhook
+	cfg.WebhookRows = 1500
+	cfg.Conns = 4
+	cfg.Warmup = 100 * time.Millisecond
+	cfg.Duration = time.Second
+	cfg.RequestTimeout = 10 * time.Second
+	cfg.Dir = dir
+	var checked bool
+	cfg.afterWebhook = func(ctx context.Context, st *bolt.Store, rows []rowRef, acked []ackedDelivery) {
+		checked = true
+		flipped := make(map[string]string, len(acked)) // key → receipt
+		for _, a := range acked {
+			if _, dup := flipped[rows[a.row].key]; dup {
+				t.Errorf("row %s acknowledged twice", rows[a.row].key)
+			}
+			flipped[rows[a.row].key] = a.receipt
+		}
+		// Walk every row: the acknowledged ones succeeded with their
+		// delivery's receipt, all others are still unknown.
+		q := ledger.ListQuery{Tenant: tenant, Limit: ledger.MaxListLimit}
+		seen := 0
+		for {
+			page, err := st.List(ctx, q)
+			if err != nil {
+				t.Fatalf("list: %v", err)
+			}
+			for _, r := range page.Rows {
+				seen++
+				receipt, ok := flipped[r.Key]
+				switch {
+				case ok && (r.Status != ledger.StatusSucceeded || r.UpstreamReceiptID != receipt):
+					t.Errorf("acknowledged row %s: status %s receipt %q, want succeeded %q", r.Key, r.Status, r.UpstreamReceiptID, receipt)
+				case !ok && r.Status != ledger.StatusUnknown:
+					t.Errorf("row %s was not sent a durable delivery: status %s, want unknown", r.Key, r.Status)
+				}
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			q.Cursor = page.NextCursor
+		}
+		if seen != len(rows) {
+			t.Errorf("rows in store: got %d, want %d", seen, len(rows))
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !checked {
+		t.Fatal("the store was not checked after the load")
+	}
+	if len(rep.Targets) != 2 || rep.Targets[0].Target != TargetVerifyOnly || rep.Targets[1].Target != TargetDurable {
+		t.Fatalf("targets: %+v", rep.Targets)
+	}
+	for _, tr := range rep.Targets {
+		if tr.Ops == 0 || tr.P99MS < tr.P50MS {
+			t.Errorf("%s: empty or inconsistent result: %+v", tr.Target, tr)
+		}
+		if tr.Errors != 0 {
+			t.Errorf("%s: errors: got %d, want 0: %q", tr.Target, tr.Errors, tr.ErrorSamples)
+		}
+	}
+	wr := rep.Webhook
+	if wr == nil {
+		t.Fatal("no webhook result")
+	}
+	if wr.Rows != cfg.WebhookRows || wr.Used == 0 || wr.Acked != wr.Used || wr.Flipped != wr.Acked || wr.NotFlipped != 0 {
+		t.Errorf("webhook result: %+v, want every used row acknowledged and flipped", wr)
+	}
+	// Every measured durable delivery was acknowledged (the warm-up's too).
+	if wr.Acked < rep.Targets[1].Ops {
+		t.Errorf("acknowledged %d, fewer than the %d measured", wr.Acked, rep.Targets[1].Ops)
+	}
+	if rep.DurableOverVerify <= 0 || rep.Bolt.Ops < uint64(wr.Acked) {
+		t.Errorf("ratio %v, bolt ops %d (acked %d)", rep.DurableOverVerify, rep.Bolt.Ops, wr.Acked)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{TargetVerifyOnly, TargetDurable, "durable/verify-only", "durable p99", "webhook rows", "bolt during " + TargetDurable} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Errorf("left behind in %s: %v (%v)", dir, left, err)
+	}
+}
+
+// TestWebhookTemplate: a prepared delivery verifies with the endpoint's
+// secret, not with another, and decodes to the values put in.
+func TestWebhookTemplate(t *testing.T) {
+	tmpl, err := newWebhookTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	wl := &webhookLoad{tmpl: tmpl, secret: "whsec_test", now: func() time.Time { return now },
+		rows: []rowRef{{key: "rk_one", localID: "rl_one"}, {key: "rk_two", localID: "rl_two"}}}
+	tests := []struct {
+		name      string
+		seq, row  int
+		wantEvent string
+	}{
+		{name: "first row", seq: 0, row: 0, wantEvent: "evt_p_3_0"},
+		{name: "second row", seq: 41, row: 1, wantEvent: "evt_p_3_41"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &worker{id: 3}
+			wl.prepare(w, "p", tt.seq, tt.row)
+			body := w.buf.Bytes()
+			if err := webhooks.VerifyStripe(w.stripeSig, body, []string{"whsec_test"}, 0, now); err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			ev, err := webhooks.DecodeStripe(body, "")
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			want := webhooks.Event{ID: tt.wantEvent, ObjectID: "pi_" + strings.TrimPrefix(tt.wantEvent, "evt_"),
+				LocalID: wl.rows[tt.row].localID, IdempotencyKey: wl.rows[tt.row].key, Type: "payment_intent.succeeded"}
+			if ev.ID != want.ID || ev.ObjectID != want.ObjectID || ev.LocalID != want.LocalID ||
+				ev.IdempotencyKey != want.IdempotencyKey || ev.Type != want.Type {
+				t.Errorf("decoded %+v, want %+v", ev, want)
+			}
+			if w.next.row != tt.row || w.next.receipt != want.ObjectID {
+				t.Errorf("next: %+v", w.next)
+			}
+			if err := webhooks.VerifyStripe(w.stripeSig, body, []string{"whsec_other"}, 0, now); err == nil {
+				t.Error("verified with another secret")
+			}
+		})
+	}
+}
+
+// TestVerifyOnlyRoute: the verify-only route of the real target answers
+// like the durable one up to the store (400 for a bad signature, a stale
+// timestamp or an unparsable body; 404 for an unknown endpoint), answers
+// 200 "verified" to a good delivery, and never touches the row; and
+// webhooks.Handler.Register alone, which serve calls, does not add it.
+func TestVerifyOnlyRoute(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts NATS and bolt")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := time.Now()
+	rt, err := startReal(ctx, t.TempDir(), realOptions{stripeSecret: "whsec_route", now: func() time.Time { return now }}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	ref, err := claimUnknown(ctx, rt.store, 0, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := newWebhookTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := newClient(1, 10*time.Second)
+	defer client.CloseIdleConnections()
+
+	tests := []struct {
+		name     string
+		path     string
+		secret   string
+		signedAt time.Time
+		body     func([]byte) []byte // nil: as prepared
+		want     int
+		result   string // the ack's result when want is 200
+	}{
+		{name: "good delivery", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now, want: http.StatusOK, result: "verified"},
+		{name: "bare path, the only endpoint", path: webhooks.VerifyOnlyRoute, secret: "whsec_route", signedAt: now, want: http.StatusOK, result: "verified"},
+		{name: "bad signature", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_wrong", signedAt: now, want: http.StatusBadRequest},
+		{name: "stale", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now.Add(-time.Hour), want: http.StatusBadRequest},
+		{name: "unparsable body", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now,
+			body: func([]byte) []byte { return []byte("not json") }, want: http.StatusBadRequest},
+		{name: "unknown endpoint", path: webhooks.VerifyOnlyRoute + "/nope", secret: "whsec_route", signedAt: now, want: http.StatusNotFound},
+		{name: "durable route, bad signature", path: "/webhooks/stripe/" + webhookEndpoint, secret: "whsec_wrong", signedAt: now, want: http.StatusBadRequest},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &worker{id: i, client: client, base: rt.http.url}
+			wl := &webhookLoad{tmpl: tmpl, secret: tt.secret, now: func() time.Time { return tt.signedAt }, rows: []rowRef{ref}}
+			wl.prepare(w, "route", 0, 0)
+			body := w.buf.Bytes()
+			if tt.body != nil {
+				body = tt.body(body)
+				w.stripeSig = fixtures.SignStripe(body, tt.signedAt, tt.secret)
+			}
+			var ack webhookAck
+			var out any
+			if tt.want == http.StatusOK {
+				out = &ack
+			}
+			if err := w.post(ctx, tt.path, body, tt.want, out); err != nil {
+				t.Fatal(err)
+			}
+			if ack.Result != tt.result {
+				t.Errorf("result: got %q, want %q", ack.Result, tt.result)
+			}
+			row, err := rt.store.Get(ctx, tenant, ref.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.Status != ledger.StatusUnknown {
+				t.Errorf("row status: got %s, want unknown (nothing stored)", row.Status)
+			}
+		})
+	}
+
+	t.Run("Register does not add it", func(t *testing.T) {
+		h, err := webhooks.New(webhooks.Options{Store: rt.store,
+			Stripe: []webhooks.StripeEndpoint{{Name: "x", Tenant: tenant, Secrets: []string{"whsec_x"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := echo.New()
+		h.Register(e)
+		for _, r := range e.Routes() {
+			if strings.HasPrefix(r.Path, webhooks.VerifyOnlyRoute) {
+				t.Errorf("Register added %s %s", r.Method, r.Path)
+			}
+		}
+		h.RegisterStripeVerifyOnly(e)
+		n := 0
+		for _, r := range e.Routes() {
+			if strings.HasPrefix(r.Path, webhooks.VerifyOnlyRoute) {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Errorf("RegisterStripeVerifyOnly added %d routes, want 2", n)
+		}
+	})
 }

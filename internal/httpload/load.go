@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -46,6 +47,10 @@ type worker struct {
 	base   string
 	token  string
 	buf    bytes.Buffer
+	// stripeSig, when set, is sent as the Stripe-Signature header.
+	stripeSig string
+	// next is the webhook prepared for the next iteration (see phaseSpec.prep).
+	next delivery
 }
 
 // post sends body to path and fails unless the answer has status want;
@@ -59,6 +64,9 @@ func (w *worker) post(ctx context.Context, path string, body []byte, want int, o
 	req.Header.Set("Content-Type", "application/json")
 	if w.token != "" {
 		req.Header.Set("Authorization", "Bearer "+w.token)
+	}
+	if w.stripeSig != "" {
+		req.Header.Set("Stripe-Signature", w.stripeSig)
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
@@ -86,6 +94,9 @@ func route(path string) string {
 	if strings.HasPrefix(path, "/v1/claims/") && strings.HasSuffix(path, "/outcome") {
 		return "/v1/claims/{key}/outcome"
 	}
+	if strings.HasPrefix(path, "/webhooks/") && strings.Count(path, "/") == 3 {
+		return path[:strings.LastIndexByte(path, '/')] + "/{endpoint}"
+	}
 	return path
 }
 
@@ -112,6 +123,10 @@ func (w *worker) claimBody(phase string, seq int) []byte {
 // rounds.
 type iteration func(ctx context.Context, w *worker, phase string, seq int) error
 
+// errStop, from a phaseSpec.prep, ends the worker without counting an
+// error (the webhook row pool ran out).
+var errStop = errors.New("stop")
+
 // phaseSpec is one phase (or one round of it): a target, its client and
 // its timing.
 type phaseSpec struct {
@@ -125,6 +140,10 @@ type phaseSpec struct {
 	limit    rate.Limit // 0: unlimited
 	now      func() time.Time
 	iter     iteration
+	// prep, when set, runs before each iteration outside its timing (the
+	// client signing a webhook, which is not the server's cost). errStop
+	// ends the worker; another error counts as a failed iteration.
+	prep iteration
 }
 
 // phaseResult is what one phase measured; the rounds of a target add up.
@@ -205,8 +224,17 @@ func drive(ctx context.Context, spec phaseSpec) phaseResult {
 						return
 					}
 				}
+				var err error
+				if spec.prep != nil {
+					err = spec.prep(ctx, w, spec.name, seq)
+					if errors.Is(err, errStop) {
+						return
+					}
+				}
 				t0 := spec.now()
-				err := spec.iter(ctx, w, spec.name, seq)
+				if err == nil {
+					err = spec.iter(ctx, w, spec.name, seq)
+				}
 				d := spec.now().Sub(t0)
 				if err != nil {
 					res.errors++

@@ -15,6 +15,8 @@ const RatioTarget = 0.5
 
 // Report is what one Run measured. Durations are in milliseconds.
 type Report struct {
+	// Mode is ModeClaim or ModeWebhook.
+	Mode       string  `json:"mode"`
 	Conns      int     `json:"conns"`
 	WarmupMS   float64 `json:"warmup_ms"`
 	DurationMS float64 `json:"duration_ms"`
@@ -27,10 +29,15 @@ type Report struct {
 	Targets []TargetResult `json:"targets"`
 	// RealOverBare is real's claims/s over bare's; 0 when bare was skipped.
 	RealOverBare float64 `json:"real_over_bare,omitempty"`
+	// DurableOverVerify is webhook mode's ratio: the durable route's req/s
+	// over the verify-only route's; 0 when verify-only was skipped.
+	DurableOverVerify float64 `json:"durable_over_verify,omitempty"`
+	// Webhook is webhook mode's setup and store check; nil in claim mode.
+	Webhook *WebhookResult `json:"webhook,omitempty"`
 	// Relay is phase 2's event delivery; nil when phase 2 did not run.
 	Relay *RelayResult `json:"relay,omitempty"`
 	// Bolt is the store's group-commit figures during the real target's
-	// phase 1 (warm-up included).
+	// phase 1 (webhook mode: the durable target's), warm-up included.
 	Bolt BoltStats `json:"bolt"`
 }
 
@@ -172,9 +179,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
-	fmt.Fprintf(&b, "(%d connections, %.1fs warm-up + %.1fs measured per phase-1 target in %d round(s), GOMAXPROCS %d, API logging %v; "+
-		"an op of %s is a claim and its outcome; cpu = cores this process used, runq = its threads' wait for a CPU per second, cpu/op = CPU time per op, client and server)\n",
-		r.Conns, r.WarmupMS/1000, r.DurationMS/1000, r.Rounds, r.GOMAXPROCS, onOff(r.APILog), TargetLag)
+	opNote := "an op of " + TargetLag + " is a claim and its outcome"
+	if r.Mode == ModeWebhook {
+		opNote = "an op is one freshly signed Stripe delivery, signed by the client outside its latency"
+	}
+	fmt.Fprintf(&b, "(%d connections, %.1fs warm-up + %.1fs measured per target in %d round(s), GOMAXPROCS %d, API logging %v; "+
+		"%s; cpu = cores this process used, runq = its threads' wait for a CPU per second, cpu/op = CPU time per op, client and server)\n",
+		r.Conns, r.WarmupMS/1000, r.DurationMS/1000, r.Rounds, r.GOMAXPROCS, onOff(r.APILog), opNote)
 	for _, t := range r.Targets {
 		for _, s := range t.ErrorSamples {
 			fmt.Fprintf(&b, "error sample (%s): %s\n", t.Target, s)
@@ -197,12 +208,50 @@ func (r *Report) WriteTable(w io.Writer) error {
 			pace, rl.Delivered, rl.Outcomes, rl.Missing, rl.LagP50MS, rl.LagP99MS, rl.LagMaxMS,
 			rl.EventsPerSec, rl.OutboxDepthAtLoadEnd, rl.OutboxDepthAfterDrain, rl.DrainMS, rl.StreamMsgs)
 	}
+	if r.DurableOverVerify > 0 {
+		verdict := "met"
+		if r.DurableOverVerify < WebhookRatioTarget {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(&b, "durable/verify-only: %.2f (target >= %.2f: %s)\n", r.DurableOverVerify, WebhookRatioTarget, verdict)
+	}
+	if wr := r.Webhook; wr != nil {
+		for _, t := range r.Targets {
+			if t.Target == TargetDurable {
+				verdict := "met"
+				if t.P99MS > WebhookP99TargetMS {
+					verdict = "MISSED"
+				}
+				fmt.Fprintf(&b, "durable p99: %.2fms (target <= %.0fms: %s)\n", t.P99MS, WebhookP99TargetMS, verdict)
+			}
+		}
+		fmt.Fprintf(&b, "webhook rows: %d claimed and reported timeout in %.1fs before the load; %d used, %d acknowledged, "+
+			"%d flipped to succeeded with their receipt, %d not; outbox depth %d at the end\n",
+			wr.Rows, wr.SetupMS/1000, wr.Used, wr.Acked, wr.Flipped, wr.NotFlipped, wr.OutboxDepthAtEnd)
+		if wr.Exhausted {
+			fmt.Fprintf(&b, "WARNING: the rows ran out; %s stopped early: its req/s is over %.1fs measured (raise -webhook-rows)\n",
+				TargetDurable, r.targetWindowMS(TargetDurable)/1000)
+		}
+	}
+	boltTarget := TargetReal
+	if r.Mode == ModeWebhook {
+		boltTarget = TargetDurable
+	}
 	fmt.Fprintf(&b, "bolt during %s: %d ops in %d commits (%.1f per group), %.2fms commit + %.2fms run per group, committer busy %.0f%%\n",
-		TargetReal, r.Bolt.Ops, r.Bolt.Groups, r.Bolt.MeanGroup, r.Bolt.CommitMSPerGroup, r.Bolt.RunMSPerGroup, 100*r.Bolt.CommitterBusy)
+		boltTarget, r.Bolt.Ops, r.Bolt.Groups, r.Bolt.MeanGroup, r.Bolt.CommitMSPerGroup, r.Bolt.RunMSPerGroup, 100*r.Bolt.CommitterBusy)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
 	return nil
+}
+
+func (r *Report) targetWindowMS(name string) float64 {
+	for _, t := range r.Targets {
+		if t.Target == name {
+			return t.WindowMS
+		}
+	}
+	return 0
 }
 
 func onOff(b bool) string {

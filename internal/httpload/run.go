@@ -35,7 +35,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	cfg = cfg.withDefaults()
 	rep := &Report{
 		Conns: cfg.Conns, WarmupMS: ms(cfg.Warmup), DurationMS: ms(cfg.Duration), Rounds: cfg.Rounds,
-		GOMAXPROCS: runtime.GOMAXPROCS(0), APILog: cfg.APILog,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), APILog: cfg.APILog, Mode: cfg.Mode,
+	}
+	if cfg.Mode == ModeWebhook {
+		return rep, runWebhook(ctx, cfg, rep)
 	}
 	// Both targets run for the whole measurement, so rounds can alternate;
 	// the one not under load is idle (the relay wakes once a second).
@@ -50,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			}
 		}()
 	}
-	rt, err := startReal(ctx, cfg.Dir, cfg.APILog, cfg.Logger)
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, now: cfg.Now}, cfg.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("httpload: real target: %w", err)
 	}
@@ -59,6 +62,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			err = errors.Join(err, fmt.Errorf("httpload: close real target: %w", cerr))
 		}
 	}()
+	if cfg.BeforeLoad != nil {
+		if err := cfg.BeforeLoad(); err != nil {
+			return rep, fmt.Errorf("httpload: before load: %w", err)
+		}
+	}
 	return rep, measure(ctx, cfg, bare, rt, rep)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/webhooks"
 )
 
 // tenant is the one tenant of the real target.
@@ -110,9 +111,26 @@ type realTarget struct {
 	relayDone chan error
 }
 
+// realOptions are the variations of the real target.
+type realOptions struct {
+	// apiLog: see Config.APILog (it covers the webhook handler's log too).
+	apiLog bool
+	// stripeSecret, when set, registers the webhook routes as serve does
+	// (one Stripe endpoint, webhookEndpoint, for the tenant) and the
+	// verify-only route beside them, which serve never registers.
+	stripeSecret string
+	// deferRelay leaves the relay stopped until startRelay, so setup writes
+	// can be cleared from the outbox before it runs.
+	deferRelay bool
+	now        func() time.Time
+}
+
+// webhookEndpoint is the name of the real target's Stripe endpoint.
+const webhookEndpoint = "load"
+
 // startReal builds the real target in a fresh directory under parent. On
 // error everything already started is stopped again.
-func startReal(ctx context.Context, parent string, apiLog bool, log *slog.Logger) (_ *realTarget, err error) {
+func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logger) (_ *realTarget, err error) {
 	dir, err := os.MkdirTemp(parent, "httpload-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
@@ -149,12 +167,12 @@ func startReal(ctx context.Context, parent string, apiLog bool, log *slog.Logger
 	if r.relay, err = events.NewRelay(r.store, r.js, events.RelayOptions{Logger: log}); err != nil {
 		return nil, err
 	}
-	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r.stopRelay, r.relayDone = stop, make(chan error, 1)
-	go func() { r.relayDone <- r.relay.Run(rctx) }() // owner: realTarget; exits on stopRelay
+	if !o.deferRelay {
+		r.startRelay(ctx)
+	}
 
 	apiLogger := slog.New(slog.DiscardHandler)
-	if apiLog {
+	if o.apiLog {
 		// What serve does (JSON at info), minus the write to stderr.
 		apiLogger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -171,10 +189,32 @@ func startReal(ctx context.Context, parent string, apiLog bool, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	if o.stripeSecret != "" {
+		// As serve wires it: the same echo, the store as Ingester, the API's
+		// kind of logger.
+		wh, err := webhooks.New(webhooks.Options{
+			Store:  r.store,
+			Stripe: []webhooks.StripeEndpoint{{Name: webhookEndpoint, Tenant: tenant, Secrets: []string{o.stripeSecret}}},
+			Logger: apiLogger,
+			Now:    o.now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("webhooks: %w", err)
+		}
+		wh.Register(srv.Echo())
+		wh.RegisterStripeVerifyOnly(srv.Echo())
+	}
 	if r.http, err = serve(srv.Handler(), log); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// startRelay runs the relay on the store's outbox until close.
+func (r *realTarget) startRelay(ctx context.Context) {
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopRelay, r.relayDone = stop, make(chan error, 1)
+	go func() { r.relayDone <- r.relay.Run(rctx) }() // owner: realTarget; exits on stopRelay
 }
 
 // outboxDepth counts the records waiting for the relay (reads them all:
