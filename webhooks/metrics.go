@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/internal/promreg"
