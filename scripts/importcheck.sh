@@ -49,5 +49,5 @@ internal events ledger internal/promreg
 internal api ledger matcher resolver internal/promreg
 internal freeze ledger
 internal client ledger events internal/promreg
-internal internal/httpload api events ledger ledger/bolt internal/promreg
+internal internal/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures
 exit $fail
