@@ -45,8 +45,10 @@
 // and the relay starts a publish only while PublishTimeout still fits in
 // its lease, so every publish of a lease ends before anyone else can take
 // the row's next record: each row's events stay in commit order across
-// relays. Records a relay leaves unpublished (a failed publish, a crash, a
-// lease running out) are handed out again when the lease ends; a record
+// relays. After a failed publish the relay keeps the rest of its batch and
+// retries it after its backoff while PublishTimeout still fits in the
+// lease. Records a relay leaves unpublished otherwise (a crash, a lease
+// running out) are handed out again when the lease ends; a record
 // published but not acked is published again and JetStream drops the
 // duplicate. Relays' clocks (RelayOptions.Now) must agree to well within a
 // lease.

@@ -115,6 +115,9 @@ type Relay struct {
 	met     relayMetrics
 	running atomic.Bool
 
+	// held is owned by the Run goroutine (drain and read only).
+	held leasedBatch
+
 	mu        sync.Mutex
 	health    error
 	downSince time.Time
@@ -266,6 +269,14 @@ func (r *Relay) drain(ctx context.Context) error {
 			return nil
 		}
 		done, pubErr := r.publish(ctx, recs, until)
+		// Under a lease, the records left after a failed publish are still
+		// this relay's until the lease ends: keep them and retry them after
+		// the backoff, rather than leaving them (and every later record of
+		// their rows) to wait out the lease.
+		r.held = leasedBatch{}
+		if !until.IsZero() && pubErr != nil {
+			r.held = leasedBatch{recs: recs[len(done):], until: until}
+		}
 		if len(done) > 0 {
 			// The records are on the stream; delete them even when ctx is
 			// done, or a restart republishes them (harmless inside the
@@ -274,6 +285,9 @@ func (r *Relay) drain(ctx context.Context) error {
 			err := r.out.AckEvents(actx, done...)
 			cancel()
 			if err != nil {
+				// The rest go back with the lease; so do these (their second
+				// publish is a duplicate).
+				r.held = leasedBatch{}
 				return fmt.Errorf("ack outbox: %w", err)
 			}
 			r.met.depth.Set(float64(len(recs) - len(done)))
@@ -288,16 +302,33 @@ func (r *Relay) drain(ctx context.Context) error {
 	return nil
 }
 
-// read returns the next batch: leased until the returned time from a
-// LeasingOutbox, or read with PendingEvents (zero time: no lease).
+// read returns the next batch: the records held back from a failed publish
+// while their lease has room, else a batch leased until the returned time
+// from a LeasingOutbox, or one read with PendingEvents (zero time: no
+// lease).
 func (r *Relay) read(ctx context.Context) ([]ledger.OutboxRecord, time.Time, error) {
 	if r.lease == nil {
 		recs, err := r.out.PendingEvents(ctx, r.opts.Batch)
 		return recs, time.Time{}, err
 	}
 	now := r.now()
+	if h := r.held; len(h.recs) > 0 {
+		r.held = leasedBatch{}
+		if now.Add(r.opts.PublishTimeout).Before(h.until) {
+			return h.recs, h.until, nil
+		}
+		// Too little of the lease is left to publish under it: the records
+		// come back from ClaimEvents once it ends.
+	}
 	recs, err := r.lease.ClaimEvents(ctx, now, r.opts.Batch, r.opts.Lease)
 	return recs, now.Add(r.opts.Lease), err
+}
+
+// leasedBatch is what is left of a leased batch after a failed publish:
+// the records, in order, and the end of their lease.
+type leasedBatch struct {
+	recs  []ledger.OutboxRecord
+	until time.Time
 }
 
 // publish sends recs one at a time, each after the previous PubAck, and
