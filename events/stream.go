@@ -35,6 +35,10 @@ type StreamConfig struct {
 	// MaxAge bounds how long events are kept; 0 keeps them forever. It must
 	// not be shorter than Duplicates (JetStream refuses that configuration).
 	MaxAge time.Duration
+	// Replicas is how many servers of a NATS cluster hold the stream (1-5).
+	// 0 keeps an existing stream's count, so a stream an operator scaled up
+	// is not scaled back on the next start, and creates a new one with 1.
+	Replicas int
 }
 
 func (c StreamConfig) withDefaults() StreamConfig {
@@ -61,6 +65,17 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	if cfg.Duplicates < 0 || cfg.MaxAge < 0 {
 		return nil, fmt.Errorf("ensure stream %s: negative duplicates window or max age", cfg.Name)
 	}
+	if cfg.Replicas < 0 || cfg.Replicas > 5 {
+		return nil, fmt.Errorf("ensure stream %s: replicas %d, want 1 to 5", cfg.Name, cfg.Replicas)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+		if existing, err := js.Stream(ctx, cfg.Name); err == nil {
+			if info, err := existing.Info(ctx); err == nil && info.Config.Replicas > 0 {
+				cfg.Replicas = info.Config.Replicas
+			}
+		}
+	}
 	if cfg.MaxAge != 0 && cfg.MaxAge < cfg.Duplicates {
 		return nil, fmt.Errorf("ensure stream %s: max age %s is shorter than the duplicates window %s", cfg.Name, cfg.MaxAge, cfg.Duplicates)
 	}
@@ -72,6 +87,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Retention:   jetstream.LimitsPolicy,
 		Duplicates:  cfg.Duplicates,
 		MaxAge:      cfg.MaxAge,
+		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)

@@ -33,6 +33,9 @@ func TestEnsureStream(t *testing.T) {
 		{name: "max age shorter than duplicates", cfg: events.StreamConfig{MaxAge: 30 * time.Minute},
 			wantErr: "max age 30m0s is shorter than the duplicates window 1h0m0s"},
 		{name: "bad prefix", cfg: events.StreamConfig{Name: "X", SubjectPrefix: "recon.*"}, wantErr: "subject prefix"},
+		{name: "replicas out of range", cfg: events.StreamConfig{Replicas: 6}, wantErr: "replicas 6, want 1 to 5"},
+		{name: "replicas 1 explicitly", cfg: events.StreamConfig{Replicas: 1, MaxAge: 48 * time.Hour},
+			want: jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}, Duplicates: time.Hour, MaxAge: 48 * time.Hour}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,7 +55,8 @@ func TestEnsureStream(t *testing.T) {
 			}
 			got := info.Config
 			if got.Name != tc.want.Name || strings.Join(got.Subjects, ",") != strings.Join(tc.want.Subjects, ",") ||
-				got.Storage != jetstream.FileStorage || got.Duplicates != tc.want.Duplicates || got.MaxAge != tc.want.MaxAge {
+				got.Storage != jetstream.FileStorage || got.Duplicates != tc.want.Duplicates || got.MaxAge != tc.want.MaxAge ||
+				got.Replicas != 1 {
 				t.Fatalf("stream config: got name=%s subjects=%v storage=%v dup=%s maxage=%s, want %+v",
 					got.Name, got.Subjects, got.Storage, got.Duplicates, got.MaxAge, tc.want)
 			}

@@ -159,6 +159,9 @@ func (e *StandardEndpoint) setDefaults() {
 type EventsConfig struct {
 	Stream        string `yaml:"stream"`
 	SubjectPrefix string `yaml:"subject_prefix"`
+	// Replicas is the stream's replica count in a NATS cluster; "keep"
+	// (0) keeps an existing stream's count and creates a new one with 1.
+	Replicas StreamReplicas `yaml:"replicas"`
 }
 
 // ResolverConfig paces the periodic resolve job.

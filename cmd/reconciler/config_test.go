@@ -71,6 +71,7 @@ var precedenceSamples = map[string][3]string{
 	"resolver.pending_ttl":         {"7m", "8m", "9m"},
 	"events.stream":                {"FILE", "ENV", "FLAG"},
 	"events.subject_prefix":        {"file", "env.x", "flag"},
+	"events.replicas":              {"1", "3", "5"},
 	"stripe.api_base":              {"https://file.example", "https://env.example", "http://flag.example"},
 	"stripe.api_key":               {"sk_file", "sk_env", ""},
 	"stripe.replay_window":         {"1h", "2h", "720h"},

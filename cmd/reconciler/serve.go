@@ -48,7 +48,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix}); err != nil {
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
 

@@ -55,6 +55,7 @@ var settings = []setting{
 	{key: "resolver.pending_ttl", usage: "lease of an attempt in flight"},
 	{key: "events.stream", usage: "JetStream stream of resolutions"},
 	{key: "events.subject_prefix", usage: "subjects are <prefix>.<tenant>.<run_id>.<status>"},
+	{key: "events.replicas", usage: "replicas of the stream in a NATS cluster, 1-5; keep: leave an existing stream's count"},
 	{key: "stripe.api_base", usage: "Stripe API for lookups and replays"},
 	{key: "stripe.api_key", usage: "Stripe secret key for lookups and replays", envOnly: true},
 	{key: "stripe.replay_window", usage: "how long Stripe honours a key (720h for API v2)"},
@@ -200,4 +201,33 @@ func (b ByteSize) String() string {
 		}
 	}
 	return strconv.FormatInt(n, 10) + "B"
+}
+
+// StreamReplicas is the event stream's replica count: 1-5, or 0 ("keep")
+// to leave an existing stream's count alone.
+type StreamReplicas int
+
+// UnmarshalText reads "keep" or 1-5.
+func (r *StreamReplicas) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	if s == "keep" || s == "" {
+		*r = 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 5 {
+		return fmt.Errorf("bad replicas %q: want 1 to 5, or keep", s)
+	}
+	*r = StreamReplicas(n)
+	return nil
+}
+
+// MarshalText writes the count, or "keep".
+func (r StreamReplicas) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+func (r StreamReplicas) String() string {
+	if r == 0 {
+		return "keep"
+	}
+	return strconv.Itoa(int(r))
 }
