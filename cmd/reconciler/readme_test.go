@@ -38,6 +38,7 @@ func TestReadmeTour(t *testing.T) {
 		`"decision":"proceed"`, `"status":"unknown"`, `"decision":"retry_same_key"`,
 		`"status":"succeeded"`, `"upstream_receipt_id":"pi_3Nabc"`, `"idempotent_replayed":true`,
 		`"actor":"alice"`, `"status":"ready"`, `reconciler_claims_total{decision="proceed",tenant="default"} 2`,
+		`reconciler_rows{status="succeeded"} 2`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the tour's output lacks %s:\n%s", want, out)

@@ -44,6 +44,10 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 
+	if rc, ok := st.(rowCounter); ok {
+		reg.MustRegister(newRowsCollector(rc, log.With("component", "metrics"), m.Now))
+	}
+
 	nc, js, err := m.connectNATS(ctx)
 	if err != nil {
 		return nil, err

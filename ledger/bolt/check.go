@@ -39,6 +39,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			report("meta: schema_version %q, want %d", v, schemaVersion)
 		}
 		var rowsN, openN, keyedN int
+		byStatus := map[ledger.Status]int64{}
 		lids, keys, due, byTime := b(bucketLocalIDs), b(bucketKeys), b(bucketDue), b(bucketByTime)
 		c := b(bucketRows).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -55,6 +56,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 				}
 				continue
 			}
+			byStatus[r.Status]++
 			ok := true
 			if !bytes.Equal(k, rowKey(r.Tenant, r.Key)) {
 				ok = report("row %q: holds tenant %q key %q", k, r.Tenant, r.Key)
@@ -87,6 +89,14 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 		}{{bucketLocalIDs, rowsN}, {bucketKeys, keyedN}, {bucketDue, openN}, {bucketByTime, rowsN}} {
 			if got := b(idx.name).Stats().KeyN; got != idx.want {
 				if !report("%s: %d entries, want %d (dangling entries)", idx.name, got, idx.want) {
+					return nil
+				}
+			}
+		}
+
+		for _, st := range allStatuses {
+			if got := readCount(b(bucketMeta), st); got != byStatus[st] {
+				if !report("row count of %s is %d, the rows hold %d", st, got, byStatus[st]) {
 					return nil
 				}
 			}

@@ -185,9 +185,11 @@ func initSchema(db *bolt.DB) error {
 		}
 		m := tx.Bucket(bucketMeta)
 		if m.Get(metaSchemaVersion) == nil {
-			return m.Put(metaSchemaVersion, []byte(strconv.Itoa(schemaVersion)))
+			if err := m.Put(metaSchemaVersion, []byte(strconv.Itoa(schemaVersion))); err != nil {
+				return err
+			}
 		}
-		return nil
+		return countRowsOnce(tx)
 	})
 }
 

@@ -3,6 +3,9 @@ package bolt
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -691,4 +694,65 @@ func flipLast(s string) string {
 		b[len(b)-1] = 'A'
 	}
 	return string(b)
+}
+
+func TestCountRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "counts.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var keys []string
+	for i := range 3 {
+		c, err := ledger.NewClaim(ledger.ClaimRequest{Tenant: "acme", RunID: "run", Tool: "t", Vendor: "stripe",
+			ToolClass: ledger.ClassWriteIdempotent, Intent: []byte(fmt.Sprintf(`{"n":%d}`, i))}, ledger.DefaultPolicy(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, c.Row.Key)
+	}
+	if _, _, err := s.Report(ctx, "acme", keys[0], ledger.Outcome{Kind: ledger.OutcomeTimeout, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Report(ctx, "acme", keys[1], ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_1", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[ledger.Status]int64{ledger.StatusPending: 1, ledger.StatusUnknown: 1, ledger.StatusSucceeded: 1, ledger.StatusFailedPoison: 0}
+	got, err := s.CountRows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("CountRows = %v, want %v", got, want)
+	}
+	mustConsistent(t, s)
+
+	// A file from before the counts existed is counted when it is opened.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		for _, st := range allStatuses {
+			if err := m.Delete(countKey(st)); err != nil {
+				return err
+			}
+		}
+		return m.Delete(metaCounted)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err = s.CountRows(ctx); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("after reopen CountRows = %v, %v, want %v", got, err, want)
+	}
 }

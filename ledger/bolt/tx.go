@@ -124,6 +124,17 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if err := rows.Put(rk, v); err != nil {
 		return fmt.Errorf("put row: %w", err)
 	}
+	if old == nil || old.Status != row.Status {
+		meta := t.bucket(bucketMeta)
+		if old != nil {
+			if err := addCount(meta, old.Status, -1); err != nil {
+				return fmt.Errorf("put row: %w", err)
+			}
+		}
+		if err := addCount(meta, row.Status, 1); err != nil {
+			return fmt.Errorf("put row: %w", err)
+		}
+	}
 
 	lids := t.bucket(bucketLocalIDs)
 	if old == nil || old.MetadataLocalID != row.MetadataLocalID {

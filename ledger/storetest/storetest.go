@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"List", testList},
 		{"Outbox", testOutbox},
 		{"Freezes", testFreezes},
+		{"CountRows", testCountRows},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},
 		{"Linearizable", testLinearizable},
