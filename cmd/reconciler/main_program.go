@@ -273,7 +273,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 // ExitCode is the process status for err: 0 for none and for --help, 2 for
-// a usage error or a command not implemented yet, 1 otherwise.
+// a usage error, 1 otherwise.
 func ExitCode(err error) int {
 	var ee *exitError
 	switch {
