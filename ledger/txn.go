@@ -37,6 +37,14 @@ type Tx interface {
 
 // ClaimTx runs a claim inside tx.
 func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
+	// NewClaim validated these; a Claim built by hand is checked again
+	// before its key reaches a store's index.
+	if err := ValidateTenant(c.Row.Tenant); err != nil {
+		return ClaimResult{}, err
+	}
+	if err := ValidateKey(c.Row.Key); err != nil {
+		return ClaimResult{}, err
+	}
 	if c.Row.CompensationOf != "" {
 		orig, err := tx.GetRow(c.Row.Tenant, c.Row.CompensationOf)
 		if err != nil {

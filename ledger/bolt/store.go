@@ -64,6 +64,10 @@ var errClosed = fmt.Errorf("bolt: store closed: %w", ledger.ErrUnavailable)
 // Store is the bbolt-backed ledger.Store. It is safe for concurrent use;
 // writes are serialised by one committer goroutine (see the package doc).
 type Store struct {
+	// Flows runs the shared ledger flows in group commits (Claim, Report,
+	// Apply, Ingest, Escalate, Reschedule).
+	ledger.Flows
+
 	db        *bolt.DB
 	path      string
 	policy    ledger.Policy
@@ -137,6 +141,9 @@ func Open(path string, opts Options) (*Store, error) {
 		loopDone: make(chan struct{}),
 		notify:   make(chan struct{}, 1),
 	}
+	s.Flows = ledger.Flows{Policy: opts.Policy, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
+		return s.write(ctx, func(tx *boltTx) error { return fn(tx) })
+	}}
 	go s.commitLoop()
 	s.logger.Info("bolt: store opened", "path", path, "schema_version", schemaVersion)
 	return s, nil

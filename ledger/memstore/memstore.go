@@ -15,6 +15,10 @@ import (
 
 // Store is an in-memory ledger.Store. The zero value is not usable; call New.
 type Store struct {
+	// Flows runs the shared ledger flows under the mutex (Claim, Report,
+	// Apply, Ingest, Escalate, Reschedule).
+	ledger.Flows
+
 	policy ledger.Policy
 	notify chan struct{}
 
@@ -43,7 +47,7 @@ var _ ledger.Store = (*Store)(nil)
 
 // New returns an empty store that applies p.
 func New(p ledger.Policy) *Store {
-	return &Store{
+	s := &Store{
 		policy: p,
 		notify: make(chan struct{}, 1),
 		state: state{
@@ -55,6 +59,10 @@ func New(p ledger.Policy) *Store {
 			orphans:    map[string][]ledger.Delivery{},
 		},
 	}
+	s.Flows = ledger.Flows{Policy: p, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
+		return s.update(ctx, func(t *tx) error { return fn(t) })
+	}}
+	return s
 }
 
 // Close drops the data; every later call returns ledger.ErrUnavailable.
@@ -104,43 +112,6 @@ func (s *Store) view(ctx context.Context, fn func(st *state) error) error {
 		return ledger.ErrUnavailable
 	}
 	return fn(&s.state)
-}
-
-// Claim implements ledger.Claims.
-func (s *Store) Claim(ctx context.Context, c ledger.Claim) (ledger.ClaimResult, error) {
-	if err := ledger.ValidateTenant(c.Row.Tenant); err != nil {
-		return ledger.ClaimResult{}, err
-	}
-	if err := ledger.ValidateKey(c.Row.Key); err != nil {
-		return ledger.ClaimResult{}, err
-	}
-	var res ledger.ClaimResult
-	err := s.update(ctx, func(t *tx) error {
-		var err error
-		res, err = ledger.ClaimTx(t, c, s.policy)
-		return err
-	})
-	if err != nil {
-		return ledger.ClaimResult{}, err
-	}
-	return res, nil
-}
-
-// Report implements ledger.Claims.
-func (s *Store) Report(ctx context.Context, tenant, key string, o ledger.Outcome) (ledger.Row, ledger.Change, error) {
-	var (
-		row ledger.Row
-		ch  ledger.Change
-	)
-	err := s.update(ctx, func(t *tx) error {
-		var err error
-		row, ch, err = ledger.ReportTx(t, tenant, key, o, s.policy)
-		return err
-	})
-	if err != nil {
-		return ledger.Row{}, ledger.Change{}, err
-	}
-	return row, ch, nil
 }
 
 // Get implements ledger.Claims.
@@ -221,54 +192,6 @@ func decodeCursor(s string) (seenEntry, error) {
 	return seenEntry{at: time.Unix(0, ns).UTC(), key: parts[2]}, nil
 }
 
-// Apply implements ledger.Resolutions.
-func (s *Store) Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error) {
-	var (
-		row ledger.Row
-		ch  ledger.Change
-	)
-	err := s.update(ctx, func(t *tx) error {
-		var err error
-		row, ch, err = ledger.ApplyTx(t, tenant, key, ev, s.policy)
-		return err
-	})
-	if err != nil {
-		return ledger.Row{}, ledger.Change{}, err
-	}
-	return row, ch, nil
-}
-
-// Ingest implements ledger.Resolutions.
-func (s *Store) Ingest(ctx context.Context, d ledger.Delivery) (ledger.IngestResult, error) {
-	var res ledger.IngestResult
-	err := s.update(ctx, func(t *tx) error {
-		var err error
-		res, err = ledger.IngestTx(t, d, s.policy)
-		return err
-	})
-	if err != nil {
-		return ledger.IngestResult{}, err
-	}
-	return res, nil
-}
-
-// Escalate implements ledger.Resolutions.
-func (s *Store) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
-	var (
-		row ledger.Row
-		ok  bool
-	)
-	err := s.update(ctx, func(t *tx) error {
-		var err error
-		row, ok, err = ledger.EscalateTx(t, tenant, key, at)
-		return err
-	})
-	if err != nil {
-		return ledger.Row{}, false, err
-	}
-	return row, ok, nil
-}
-
 // PruneInbox implements ledger.Resolutions: it walks the inbox's time
 // order from the oldest entry and stops at the first one it keeps.
 func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
@@ -299,13 +222,6 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row
 		return nil
 	})
 	return rows, err
-}
-
-// Reschedule implements ledger.Schedule.
-func (s *Store) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
-	return s.update(ctx, func(t *tx) error {
-		return ledger.RescheduleTx(t, tenant, key, next)
-	})
 }
 
 // PendingEvents implements ledger.Outbox.

@@ -53,6 +53,11 @@ var errCommitUnknown = errors.New("commit outcome unknown")
 // Store is the PostgreSQL-backed ledger.Store. It is safe for concurrent use
 // by many goroutines and by many processes sharing one database.
 type Store struct {
+	// Flows runs the shared ledger flows, each in one transaction retried
+	// on serialization failures and lost races (Claim, Report, Apply,
+	// Ingest, Escalate, Reschedule).
+	ledger.Flows
+
 	pool         *pgxpool.Pool
 	policy       ledger.Policy
 	logger       *slog.Logger
@@ -101,6 +106,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		notify:     make(chan struct{}, 1),
 		listenDone: make(chan struct{}),
 	}
+	s.Flows = ledger.Flows{Policy: opts.Policy, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
+		return s.run(ctx, true, func(tx *pgTx) error { return fn(tx) })
+	}}
 	// The first LISTEN is made here, so a commit by any replica after Open
 	// returns is seen; later reconnects happen in the listener goroutine.
 	// It dials while the migrations run: a connection costs a backend fork.

@@ -1,0 +1,100 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Updater runs fn inside one write transaction of a store: committed, and
+// durable, when fn returns nil; rolled back otherwise. A store may run fn
+// more than once (a group commit that retries), which the flows allow.
+type Updater func(ctx context.Context, fn func(Tx) error) error
+
+// Flows gives a store the write methods of Store — Claim, Report, Apply,
+// Ingest, Escalate, Reschedule — from its Updater: each runs its shared
+// flow (ClaimTx, ReportTx, …) in one transaction. A store embeds Flows, so
+// a backend writes only its Tx and its Updater.
+type Flows struct {
+	Update Updater
+	Policy Policy
+}
+
+// Claim runs ClaimTx in one transaction.
+func (f Flows) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
+	var res ClaimResult
+	err := f.Update(ctx, func(tx Tx) error {
+		var err error
+		res, err = ClaimTx(tx, c, f.Policy)
+		return err
+	})
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
+	return res, nil
+}
+
+// Report runs ReportTx in one transaction.
+func (f Flows) Report(ctx context.Context, tenant, key string, o Outcome) (Row, Change, error) {
+	return f.applyLike(ctx, "report", func(tx Tx) (Row, Change, error) { return ReportTx(tx, tenant, key, o, f.Policy) })
+}
+
+// Apply runs ApplyTx in one transaction.
+func (f Flows) Apply(ctx context.Context, tenant, key string, ev Evidence) (Row, Change, error) {
+	return f.applyLike(ctx, "apply", func(tx Tx) (Row, Change, error) { return ApplyTx(tx, tenant, key, ev, f.Policy) })
+}
+
+func (f Flows) applyLike(ctx context.Context, op string, flow func(Tx) (Row, Change, error)) (Row, Change, error) {
+	var (
+		row Row
+		ch  Change
+	)
+	err := f.Update(ctx, func(tx Tx) error {
+		var err error
+		row, ch, err = flow(tx)
+		return err
+	})
+	if err != nil {
+		return Row{}, Change{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return row, ch, nil
+}
+
+// Ingest runs IngestTx in one transaction.
+func (f Flows) Ingest(ctx context.Context, d Delivery) (IngestResult, error) {
+	var res IngestResult
+	err := f.Update(ctx, func(tx Tx) error {
+		var err error
+		res, err = IngestTx(tx, d, f.Policy)
+		return err
+	})
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingest: %w", err)
+	}
+	return res, nil
+}
+
+// Escalate runs EscalateTx in one transaction.
+func (f Flows) Escalate(ctx context.Context, tenant, key string, at time.Time) (Row, bool, error) {
+	var (
+		row Row
+		ok  bool
+	)
+	err := f.Update(ctx, func(tx Tx) error {
+		var err error
+		row, ok, err = EscalateTx(tx, tenant, key, at)
+		return err
+	})
+	if err != nil {
+		return Row{}, false, fmt.Errorf("escalate: %w", err)
+	}
+	return row, ok, nil
+}
+
+// Reschedule runs RescheduleTx in one transaction.
+func (f Flows) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
+	if err := f.Update(ctx, func(tx Tx) error { return RescheduleTx(tx, tenant, key, next) }); err != nil {
+		return fmt.Errorf("reschedule: %w", err)
+	}
+	return nil
+}
