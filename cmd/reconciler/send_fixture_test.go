@@ -89,35 +89,36 @@ func TestSendFixture(t *testing.T) {
 		wantCode   int
 		wantOut    string
 		wantStatus ledger.Status // of the claimed row afterwards
+		wantErr    string        // on stderr: which usage error it was
 	}{
 		{"stripe", func(lid string) []string {
 			return []string{"stripe/2024-06-20/payment_intent.succeeded", "--url", srv.URL + "/webhooks/stripe", "--secret", sfStripeSecret, "--set", "metadata_local_id=" + lid}
-		}, 0, `"result":"accepted"`, ledger.StatusSucceeded},
+		}, 0, `"result":"accepted"`, ledger.StatusSucceeded, ""},
 		{"stripe flags first, path set", func(lid string) []string {
 			return []string{"--url", srv.URL + "/webhooks/stripe/default", "--secret", sfStripeSecret, "--set", "metadata_local_id=" + lid, "--set", "id=evt_custom", "stripe/2017-02-14/charge.succeeded"}
-		}, 0, `"result":"accepted"`, ledger.StatusSucceeded},
+		}, 0, `"result":"accepted"`, ledger.StatusSucceeded, ""},
 		{"resend", func(lid string) []string {
 			return []string{"resend/email.sent", "--url", srv.URL + "/webhooks/standard/resend", "--secret", sfResendSecret, "--set", "metadata_local_id=" + lid}
-		}, 0, `"result":"accepted"`, ledger.StatusSucceeded},
+		}, 0, `"result":"accepted"`, ledger.StatusSucceeded, ""},
 		{"paypal", func(lid string) []string {
 			return []string{"paypal/payment_capture_completed", "--url", srv.URL + "/webhooks/paypal", "--set", "metadata_local_id=" + lid,
 				"--paypal-key", keyFile, "--paypal-cert-url", certURL, "--paypal-webhook-id", sfPayPalHook}
-		}, 0, `"result":"accepted"`, ledger.StatusSucceeded},
+		}, 0, `"result":"accepted"`, ledger.StatusSucceeded, ""},
 		{"wrong secret", func(lid string) []string {
 			return []string{"stripe/2024-06-20/payment_intent.succeeded", "--url", srv.URL + "/webhooks/stripe", "--secret", "whsec_wrong", "--set", "metadata_local_id=" + lid}
-		}, 1, "400 Bad Request", ledger.StatusPending},
+		}, 1, "400 Bad Request", ledger.StatusPending, ""},
 		{"stale", func(lid string) []string {
 			return []string{"stripe/2024-06-20/payment_intent.succeeded", "--url", srv.URL + "/webhooks/stripe", "--secret", sfStripeSecret, "--set", "metadata_local_id=" + lid, "--at", "1700000000"}
-		}, 1, `"code":"stale"`, ledger.StatusPending},
+		}, 1, `"code":"stale"`, ledger.StatusPending, ""},
 		{"unknown fixture", func(string) []string {
 			return []string{"stripe/nope", "--url", srv.URL, "--secret", "s"}
-		}, 2, "", ledger.StatusPending},
-		{"no url", func(string) []string { return []string{"resend/email.sent", "--secret", "s"} }, 2, "", ledger.StatusPending},
-		{"no secret", func(string) []string { return []string{"resend/email.sent", "--url", srv.URL} }, 2, "", ledger.StatusPending},
-		{"two names", func(string) []string { return []string{"resend/email.sent", "resend/email.sent", "--url", srv.URL} }, 2, "", ledger.StatusPending},
+		}, 2, "", ledger.StatusPending, "no such payload"},
+		{"no url", func(string) []string { return []string{"resend/email.sent", "--secret", "s"} }, 2, "", ledger.StatusPending, "--url is required"},
+		{"no secret", func(string) []string { return []string{"resend/email.sent", "--url", srv.URL} }, 2, "", ledger.StatusPending, "--secret is required"},
+		{"two names", func(string) []string { return []string{"resend/email.sent", "resend/email.sent", "--url", srv.URL} }, 2, "", ledger.StatusPending, "want exactly one fixture NAME"},
 		{"bad set", func(string) []string {
 			return []string{"resend/email.sent", "--url", srv.URL, "--secret", sfResendSecret, "--set", "novalue"}
-		}, 2, "", ledger.StatusPending},
+		}, 2, "", ledger.StatusPending, "want PATH=VALUE"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,6 +140,9 @@ func TestSendFixture(t *testing.T) {
 			}
 			if !strings.Contains(stdout.String(), tt.wantOut) {
 				t.Errorf("stdout %q lacks %q", stdout.String(), tt.wantOut)
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tt.wantErr)
 			}
 			for _, a := range args {
 				if strings.HasPrefix(a, "whsec_") && strings.Contains(stdout.String()+stderr.String(), a) {
