@@ -1,11 +1,11 @@
 package replicatest
 
 import (
-	"os"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
