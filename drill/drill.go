@@ -157,6 +157,14 @@ func (c *checker) expect(ok bool, format string, args ...any) bool {
 	return ok
 }
 
+// abort finishes r as failed by an error of the drill's own set-up (a
+// client, a pager, a lookup that cannot be built): a drill that could not
+// run has not passed.
+func (c *checker) abort(r Result, err error) Result {
+	c.fails = append(c.fails, "set-up: "+err.Error())
+	return c.result(r)
+}
+
 // result finishes r from the checks.
 func (c *checker) result(r Result) Result {
 	r.Pass = len(c.fails) == 0

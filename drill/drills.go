@@ -73,7 +73,7 @@ func slowSuccess(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rc, err := e.client(client.WithCallTimeout(callTimeout))
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	// This agent uses stripe-go (through client.StripeBackend).
 	charge := stripeCharge(e.vendor.URL(), 1050)
@@ -165,12 +165,12 @@ func doubleResume(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rcA, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	watch := newClaimWatch()
 	rcB, err := e.client(client.WithHTTPClient(&http.Client{Transport: watch}))
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	call := vendor.charge(1050, true)
@@ -234,7 +234,7 @@ func modelReemits(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	scrub := e.sabotage != SabotageNoScrub
@@ -262,7 +262,7 @@ func conflictWithReceipt(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	e.vendor.Plan(1, Fault409)
@@ -299,12 +299,12 @@ func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	watch := newClaimWatch()
 	rcB, err := e.client(client.WithHTTPClient(&http.Client{Transport: watch}))
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	e.vendor.Plan(1, Fault500)
@@ -343,7 +343,7 @@ func sameKeyDifferentAmount(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	claim := chargeClaim("run_d6", "call_1", chargeIntent(1050))
@@ -375,7 +375,7 @@ func compensationOnce(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 2}, &checker{} // the charge and one refund
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	e.vendor.Plan(1, FaultHold)
@@ -480,7 +480,7 @@ func webhookBeforeReport(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	charge := vendor.charge(1050, e.sabotage != SabotageNoLocalID)
@@ -533,7 +533,7 @@ func pageOnce(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 0}, &checker{}
 	rc, err := e.client()
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	vendor := newVendorAPI(e.vendor.URL())
 	e.vendor.Plan(1, FaultDrop)
@@ -545,11 +545,11 @@ func pageOnce(ctx context.Context, e *env) Result {
 	defer pd.Close()
 	pager, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: pd.URL(), RoutingKey: "drill_routing_key"})
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	lookup, err := resolver.NewStripe(resolver.StripeOptions{APIBase: e.vendor.URL(), APIKey: "sk_test_drill", Now: e.clock.Now})
 	if err != nil {
-		return c.result(Result{Detail: err.Error()})
+		return c.abort(r, err)
 	}
 	var store resolver.Store = e.store
 	if e.sabotage == SabotageForgetPaged {

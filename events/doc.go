@@ -2,8 +2,10 @@
 // JetStream and lets agent runtimes wait for them.
 //
 //   - StartServer runs an embedded NATS server with JetStream (the single-node
-//     default when no --nats-url is given). It listens on loopback only, opens
-//     no cluster, leaf, gateway or monitoring port, installs no signal
+//     default when no --nats-url is given). It listens on 127.0.0.1 unless
+//     --nats-listen names another address (the server has no auth, so that
+//     exposes it: keep it on loopback), opens no cluster, leaf, gateway or
+//     monitoring port, installs no signal
 //     handlers, and reports a taken port as one clear line
 //     ("nats listen 127.0.0.1:4222: address already in use").
 //   - EnsureStream creates or updates stream RECON: subjects recon.>, file
@@ -15,8 +17,8 @@
 //     escalated) of a key, from the stream and, with WithLedger, from a poll
 //     of the ledger so a lost notification cannot strand a paused run.
 //
-// Imports: ledger (domain types), nats.go/jetstream, nats-server, prometheus
-// and cenkalti/backoff. Never the stores or other adapters; cmd/reconciler
+// Imports: ledger (domain types), internal/promreg, nats.go/jetstream,
+// nats-server, prometheus and cenkalti/backoff. Never the stores or other adapters; cmd/reconciler
 // wires a store's Outbox into NewRelay.
 //
 // # Ordering and delivery
