@@ -7,8 +7,9 @@
 //
 // # Layout
 //
-// Every value is JSON; rows are versioned ({"v":1,"row":{…}}) and the meta
-// bucket holds the schema version (Open refuses a newer one). Keys join
+// Every value is JSON but the row counts; rows are versioned
+// ({"v":1,"row":{…}}) and the meta bucket holds the schema version (Open
+// refuses a newer one) and the row count of each status. Keys join
 // validated printable-ASCII parts with \x00 and times as 8-byte big-endian
 // Unix nanoseconds, so byte order is the order each index needs:
 //
@@ -22,7 +23,10 @@
 //	inbox          vendor \x00 event id                 → ledger.InboxRecord
 //	inbox_by_time  first_seen ‖ vendor \x00 event id    → (PruneInbox is O(pruned))
 //	orphans        local id \x00 vendor \x00 event id   → ledger.Delivery
+//	freezes        tenant \x00 tool or class            → ledger.Freeze (the kill switch)
 //	meta           schema_version                       → "1"
+//	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
+//	               rows_counted                         → "1" once a file has counts
 //
 // PutRow moves a row's index entries whenever the indexed fields change;
 // CheckConsistency verifies that they agree.
@@ -32,7 +36,8 @@
 // bbolt has one writer at a time and each commit costs two fdatasyncs
 // (pages, then the meta page), so a commit per call would cap the store at
 // a few hundred writes a second. Every write (Claim, Report, Apply, Ingest,
-// Escalate, Reschedule, AckEvents, PruneInbox) is instead an op — a closure
+// Escalate, Reschedule, AckEvents, PruneInbox, PutFreeze, DeleteFreeze) is
+// instead an op — a closure
 // over ledger.Tx that is deterministic and safe to run again — queued for
 // one committer goroutine. The committer takes everything queued (up to
 // Options.MaxGroup), runs the ops one after another in ONE db.Update and,
@@ -65,7 +70,8 @@
 // waits for the durable answer (at most one commit), because the write may
 // commit and a caller must never be told it did not.
 //
-// Reads (Get, List, Due, PendingEvents, CheckConsistency) are bbolt read
+// Reads (Get, List, Due, PendingEvents, ListFreezes, CountRows,
+// CheckConsistency) are bbolt read
 // transactions on the last committed snapshot and never queue behind the
 // committer. bbolt options: the map freelist and NoFreelistSync (the
 // freelist is rebuilt on open instead of written on every commit), and a
