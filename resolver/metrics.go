@@ -30,12 +30,8 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 		}, []string{"vendor", "action"}),
 		// The same series as the API's and the webhooks': registered by
 		// whoever comes first, counted into by all.
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
-		}, []string{"from", "to", "source"}),
-		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
-		}, []string{"kind"}),
+		transitions: promreg.NewTransitions(),
+		alerts:      promreg.NewAlerts(),
 	}
 	if reg == nil {
 		return m

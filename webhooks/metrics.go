@@ -37,14 +37,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"vendor", "result"})); err != nil {
 		return nil, err
 	}
-	if m.alerts, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
-	}, []string{"kind"})); err != nil {
+	if m.alerts, err = promreg.Register(reg, promreg.NewAlerts()); err != nil {
 		return nil, err
 	}
-	if m.transitions, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
-	}, []string{"from", "to", "source"})); err != nil {
+	if m.transitions, err = promreg.Register(reg, promreg.NewTransitions()); err != nil {
 		return nil, err
 	}
 	return m, nil

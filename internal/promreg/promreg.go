@@ -29,3 +29,21 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	}
 	return c, nil
 }
+
+// NewTransitions returns reconciler_transitions_total{from,to,source}
+// (ARCHITECTURE.md §6a). The API, the webhooks and the resolver all count
+// into this one series; declaring it once keeps their Help and labels equal,
+// which Register's reuse depends on.
+func NewTransitions() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_transitions_total", Help: "Row status transitions by from, to and evidence source.",
+	}, []string{"from", "to", "source"})
+}
+
+// NewAlerts returns reconciler_alerts_total{kind} (ARCHITECTURE.md §6a),
+// shared like NewTransitions.
+func NewAlerts() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconciler_alerts_total", Help: "Anomalies recorded on rows, by kind.",
+	}, []string{"kind"})
+}
