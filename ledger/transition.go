@@ -22,8 +22,8 @@ type Evidence struct {
 	// Amount (minor units) and Currency, when the evidence carries them.
 	Amount   *int64
 	Currency string
-	// HTTPStatus, Replayed and ShouldRetry are the vendor's answer to a
-	// runtime's attempt (Source runtime only).
+	// HTTPStatus is the vendor's answer to a runtime's attempt or a
+	// resolver's replay; Replayed and ShouldRetry come from a runtime only.
 	HTTPStatus  int
 	Replayed    bool
 	ShouldRetry *bool
@@ -95,10 +95,15 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 	at := ev.At.UTC()
 	ch := Change{From: row.Status, To: row.Status}
 
+	// A runtime's attempt and a resolver's replay both send the key: the
+	// vendor's last answer decides whether another retry is worth it (a
+	// stored 5xx is replayed forever), so both record it, durably, for
+	// every replica.
+	if ev.HTTPStatus != 0 && (ev.Source == SourceRuntime || ev.Source == SourceResolver) {
+		row.LastHTTPStatus = ev.HTTPStatus
+		row.UpdatedAt = at
+	}
 	if ev.Source == SourceRuntime {
-		if ev.HTTPStatus != 0 {
-			row.LastHTTPStatus = ev.HTTPStatus
-		}
 		row.IdempotentReplayed = ev.Replayed
 		if ev.ShouldRetry != nil {
 			v := *ev.ShouldRetry

@@ -22,8 +22,9 @@
 //     before ReplayWindowUntil, last answer not a 5xx), a request envelope
 //     stored and no attempt in flight: Lookup.Replay sends the exact request
 //     with the row key as the idempotency key, set explicitly. A replay
-//     answered with a 5xx is not replayed again by this process (Stripe
-//     stored it). PayPal has no lookup by custom_id: its Find returns
+//     answered with a 5xx is recorded on the row (Store.Apply with the
+//     status as evidence), so RetryAllowed stops every later replay on
+//     every replica (Stripe stored the 5xx and would only replay it). PayPal has no lookup by custom_id: its Find returns
 //     ErrNoLookup and the same-PayPal-Request-Id replay is the lookup.
 //  4. Window closed and still not known (or the vendor's object disagrees
 //     with the row's expect): page once.

@@ -114,11 +114,6 @@ type Resolver struct {
 	// vendor is left alone until then, and fails counts the failures in a row.
 	pausedUntil map[string]time.Time
 	fails       map[string]int
-	// stored5xx remembers rows whose replay was answered with a 5xx: Stripe
-	// stored it and would only replay it again. The ledger keeps no resolver
-	// HTTP status, so this is per process; forgetting it costs one more
-	// same-key replay, never a second side effect.
-	stored5xx map[string]bool
 }
 
 // New returns a resolver over store. It does not start anything; call Run.
@@ -166,7 +161,7 @@ func New(store Store, opts Options) *Resolver {
 	claimer, _ := store.(DueClaimer)
 	return &Resolver{
 		store: store, claimer: claimer, opts: opts, logger: opts.Logger, metrics: newMetrics(opts.Registerer, opts.Logger),
-		pausedUntil: map[string]time.Time{}, fails: map[string]int{}, stored5xx: map[string]bool{},
+		pausedUntil: map[string]time.Time{}, fails: map[string]int{},
 	}
 }
 
@@ -379,11 +374,17 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 		return out
 	}
 
-	if row.Request != nil && ledger.RetryAllowed(row, now) && !r.had5xx(row) {
+	if row.Request != nil && ledger.RetryAllowed(row, now) {
 		f, err := lk.Replay(ctx, row)
 		if err != nil {
-			if httpStatusOf(err) >= 500 {
-				r.mark5xx(row)
+			if code := httpStatusOf(err); code >= 500 {
+				// The vendor stored a 5xx under the key and will replay it:
+				// the row's last answer says so, and RetryAllowed stops
+				// every later replay, on every replica.
+				ev := ledger.Evidence{Source: ledger.SourceResolver, HTTPStatus: code, At: now}
+				if _, _, aerr := r.store.Apply(ctx, row.Tenant, row.Key, ev); aerr != nil {
+					return out.fail(fmt.Errorf("record replay answer %d: %w", code, aerr))
+				}
 			}
 			return out.failVendor(fmt.Errorf("replay: %w", err))
 		}
@@ -571,20 +572,6 @@ func (r *Resolver) heal(vendor string) {
 	defer r.mu.Unlock()
 	delete(r.fails, vendor)
 	delete(r.pausedUntil, vendor)
-}
-
-func rowID(row ledger.Row) string { return row.Tenant + "\x00" + row.Key }
-
-func (r *Resolver) had5xx(row ledger.Row) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stored5xx[rowID(row)]
-}
-
-func (r *Resolver) mark5xx(row ledger.Row) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stored5xx[rowID(row)] = true
 }
 
 // jitter is uniform in [0, d].

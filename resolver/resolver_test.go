@@ -265,6 +265,30 @@ func TestNoReplayAfterStored5xx(t *testing.T) {
 	}
 }
 
+// A replay of the resolver's own answered with a 5xx is recorded on the row,
+// so no later pass — in this process or another replica's — replays it.
+func TestResolverReplay5xxIsRecordedOnTheRow(t *testing.T) {
+	e := newEnv(t, false)
+	row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
+	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.stripe.set(func(f *fakeStripe) { f.store500NextKey = true })
+	e.clock.Advance(searchLag + time.Minute)
+	e.pass()
+	if n := e.stripe.count("POST"); n != 1 {
+		t.Fatalf("POSTs = %d, want the one replay", n)
+	}
+	if got := e.get(row); got.LastHTTPStatus != 500 || got.Status != ledger.StatusUnknown {
+		t.Fatalf("row after a replay answered 500: status %s last_http_status %d, want unknown and 500", got.Status, got.LastHTTPStatus)
+	}
+	for range 3 {
+		e.clock.Advance(10 * time.Minute)
+		e.pass()
+	}
+	if n := e.stripe.count("POST"); n != 1 {
+		t.Fatalf("POSTs = %d, want 1: a stored 500 must not be replayed again", n)
+	}
+}
+
 func TestWindowClosedPagesOnceAndResolvesAfterLateSuccess(t *testing.T) {
 	e := newEnv(t, true)
 	row := e.claim("stripe", "/v1/payment_intents", 30*time.Minute, piBody)
