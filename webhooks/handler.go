@@ -295,7 +295,7 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 			if errors.As(err, &tooLarge) {
 				h.metrics.webhooks.WithLabelValues(ep.vendor, resultTooLarge).Inc()
 				log.WarnContext(ctx, "webhook rejected", "result", resultTooLarge, "limit", h.limit)
-				return writeError(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
+				return writeError(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
 			}
 			h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnparsable).Inc()
 			return writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")

@@ -113,7 +113,7 @@ func TestRejected(t *testing.T) {
 			b := stripeBody("evt_large")
 			b = append(b[:len(b)-2], []byte(`,"pad":"`+strings.Repeat("x", 1<<20)+`"}`)...)
 			return delivery{"/webhooks/stripe", b, stripeHeader(b, t0, stripeSecret)}
-		}, 413, "too_large", "too_large"},
+		}, 413, "body_too_large", "too_large"},
 		{"standard bad signature", "resend", "msg_bad", func(lid string) delivery {
 			b, _ := fixtures.Set(fixtures.Load("resend/email.sent"), "metadata_local_id", lid)
 			return delivery{"/webhooks/standard", b, signStandard(t, "msg_bad", b, t0, "whsec_"+"b3RoZXItc2VjcmV0LW9mLTI0LWJ5dGVz")}

@@ -47,7 +47,7 @@ func (h *Handler) verifyOnly(family string) echo.HandlerFunc {
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				return writeError(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
+				return writeError(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
 			}
 			return writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
 		}
