@@ -41,22 +41,10 @@ type Cache struct {
 // snapshot is one immutable view of the freezes: never written after it is
 // published.
 type snapshot struct {
-	list     []ledger.Freeze            // CompareFreezes order
-	byTarget map[string]map[string]bool // tenant → target → frozen
+	list []ledger.Freeze // CompareFreezes order
 }
 
-func newSnapshot(list []ledger.Freeze) *snapshot {
-	s := &snapshot{list: list, byTarget: make(map[string]map[string]bool)}
-	for _, f := range list {
-		m := s.byTarget[f.Tenant]
-		if m == nil {
-			m = make(map[string]bool)
-			s.byTarget[f.Tenant] = m
-		}
-		m[f.Target] = true
-	}
-	return s
-}
+func newSnapshot(list []ledger.Freeze) *snapshot { return &snapshot{list: list} }
 
 // New returns a cache over store with nothing frozen until the first Load.
 func New(store ledger.Freezes, o Options) *Cache {
@@ -72,10 +60,11 @@ func New(store ledger.Freezes, o Options) *Cache {
 }
 
 // Frozen reports whether tool, or its class, is frozen for tenant. It is
-// the api.Options.Frozen func: it reads memory only.
+// the api.Options.Frozen func: it reads memory only. The rule is
+// ledger.Freeze.Covers; a kill switch holds a handful of entries, so a scan
+// costs less than keeping an index of them in step.
 func (c *Cache) Frozen(tenant, tool string, class ledger.ToolClass) bool {
-	m := c.snap.Load().byTarget[tenant]
-	return m != nil && (m[tool] || m[string(class)])
+	return slices.ContainsFunc(c.snap.Load().list, func(f ledger.Freeze) bool { return f.Covers(tenant, tool, class) })
 }
 
 // Snapshot returns the freezes in memory, ordered by tenant and target.

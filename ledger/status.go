@@ -1,5 +1,7 @@
 package ledger
 
+import "slices"
+
 // Status is what the ledger knows about a key's side effect.
 type Status string
 
@@ -16,14 +18,13 @@ const (
 	StatusFailedPoison Status = "failed_poison"
 )
 
+// Statuses lists the four statuses, open ones first. Code that reports
+// every status (reconciler_rows) ranges over it, so a new status is never
+// silently left out.
+var Statuses = []Status{StatusPending, StatusUnknown, StatusSucceeded, StatusFailedPoison}
+
 // Valid reports whether s is one of the four statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusPending, StatusUnknown, StatusSucceeded, StatusFailedPoison:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
 
 // Open reports whether the row still waits for an answer (pending or unknown).
 // Open rows, and only they, sit in a store's due index.

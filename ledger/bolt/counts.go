@@ -16,7 +16,7 @@ import (
 // counts existed is counted once, by a scan, when it is opened.
 var (
 	metaCounted  = []byte("rows_counted")
-	allStatuses  = []ledger.Status{ledger.StatusPending, ledger.StatusUnknown, ledger.StatusSucceeded, ledger.StatusFailedPoison}
+	allStatuses  = ledger.Statuses
 	countKeyBase = "rows_"
 )
 

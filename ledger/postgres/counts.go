@@ -14,8 +14,9 @@ import (
 // bounds with a timeout and a cache (a counter row updated by every claim
 // would serialise every replica's writes on one hot row instead).
 func (s *Store) CountRows(ctx context.Context) (map[ledger.Status]int64, error) {
-	out := map[ledger.Status]int64{
-		ledger.StatusPending: 0, ledger.StatusUnknown: 0, ledger.StatusSucceeded: 0, ledger.StatusFailedPoison: 0,
+	out := make(map[ledger.Status]int64, len(ledger.Statuses))
+	for _, st := range ledger.Statuses {
+		out[st] = 0
 	}
 	err := s.run(ctx, false, func(tx *pgTx) error {
 		rs, err := tx.q.Query(tx.ctx, `SELECT status, count(*) FROM rows GROUP BY status`)
