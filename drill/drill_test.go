@@ -64,6 +64,11 @@ func TestDrillsCatchSabotage(t *testing.T) {
 			if r.Detail == "" {
 				t.Error("a failed drill must say why")
 			}
+			// A drill that could not run has caught nothing: the failure
+			// must be one of its checks, not its set-up.
+			if strings.HasPrefix(r.Detail, "environment: ") || strings.Contains(r.Detail, "set-up: ") {
+				t.Fatalf("drill failed for another reason than %s: %s", d.sabotage, r.Detail)
+			}
 			t.Logf("caught: %s", r.Detail)
 		})
 	}

@@ -24,9 +24,11 @@ import (
 	"github.com/agentledger/reconciler/webhooks"
 )
 
-// store is everything serve needs of a ledger store.
+// store is everything serve needs of a ledger store: the Store, and the
+// row counts behind reconciler_rows (§6a), which every store must serve.
 type store interface {
 	ledger.Store
+	rowCounter
 }
 
 // wire builds the components of `serve` in dependency order — store, NATS,
@@ -44,9 +46,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 
-	if rc, ok := st.(rowCounter); ok {
-		reg.MustRegister(newRowsCollector(rc, log.With("component", "metrics"), m.Now))
-	}
+	reg.MustRegister(newRowsCollector(st, log.With("component", "metrics"), m.Now))
 
 	nc, js, err := m.connectNATS(ctx)
 	if err != nil {
