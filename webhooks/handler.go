@@ -278,36 +278,57 @@ func (h *Handler) lookup(family, name string) *endpoint {
 	return nil
 }
 
+// admitted is a delivery that passed every check before the store: its
+// endpoint, its verified event, the ledger delivery built from it.
+type admitted struct {
+	ep  *endpoint
+	ev  Event
+	d   ledger.Delivery
+	log *slog.Logger
+}
+
+// admit runs a delivery through the endpoint lookup, the capped body read,
+// the endpoint's verification and decoding, and matcher.Match. On a
+// rejection it writes the answer (and counts it) itself and returns false
+// with the handler's error, which the route returns as is.
+func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
+	req := c.Request()
+	ep := h.lookup(family, c.Param("endpoint"))
+	if ep == nil {
+		h.metrics.webhooks.WithLabelValues(family, resultNotFound).Inc()
+		return admitted{}, false, writeError(c, http.StatusNotFound, "not_found", "no such webhook endpoint")
+	}
+	log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
+
+	body, err := h.readBody(c)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.metrics.webhooks.WithLabelValues(ep.vendor, resultTooLarge).Inc()
+			log.WarnContext(req.Context(), "webhook rejected", "result", resultTooLarge, "limit", h.limit)
+			return admitted{}, false, writeError(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
+		}
+		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnparsable).Inc()
+		return admitted{}, false, writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
+	}
+
+	now := h.now()
+	ev, err := ep.accept(req.Context(), req.Header, body, now)
+	if err != nil {
+		return admitted{}, false, h.reject(c, log, ep, err)
+	}
+	ev.Vendor, ev.Received = ep.vendor, now.UTC()
+	return admitted{ep: ep, ev: ev, d: matcher.Match(ep.tenant, ev, h.types), log: log}, true, nil
+}
+
 func (h *Handler) serve(family string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req := c.Request()
-		ctx := req.Context()
-		ep := h.lookup(family, c.Param("endpoint"))
-		if ep == nil {
-			h.metrics.webhooks.WithLabelValues(family, resultNotFound).Inc()
-			return writeError(c, http.StatusNotFound, "not_found", "no such webhook endpoint")
+		ctx := c.Request().Context()
+		a, ok, err := h.admit(c, family)
+		if !ok {
+			return err
 		}
-		log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
-
-		body, err := h.readBody(c)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				h.metrics.webhooks.WithLabelValues(ep.vendor, resultTooLarge).Inc()
-				log.WarnContext(ctx, "webhook rejected", "result", resultTooLarge, "limit", h.limit)
-				return writeError(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
-			}
-			h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnparsable).Inc()
-			return writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
-		}
-
-		now := h.now()
-		ev, err := ep.accept(ctx, req.Header, body, now)
-		if err != nil {
-			return h.reject(c, log, ep, err)
-		}
-		ev.Vendor, ev.Received = ep.vendor, now.UTC()
-		d := matcher.Match(ep.tenant, ev, h.types)
+		ep, ev, d, log := a.ep, a.ev, a.d, a.log
 
 		ictx, cancel := context.WithTimeout(ctx, h.ingestTimeout)
 		res, err := h.store.Ingest(ictx, d)

@@ -1,14 +1,9 @@
 package webhooks
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/agentledger/reconciler/matcher"
 )
 
 // VerifyOnlyRoute is the path RegisterStripeVerifyOnly serves, with and
@@ -32,34 +27,15 @@ func (h *Handler) RegisterStripeVerifyOnly(e *echo.Echo) {
 	e.POST(VerifyOnlyRoute+"/:endpoint", serve)
 }
 
-// verifyOnly runs serve's steps before Store.Ingest with the same functions
-// (lookup, readBody, the endpoint's accept, matcher.Match, reject), so the
-// two routes differ by the store call, its metrics and its log line only.
+// verifyOnly runs serve's admit — lookup, capped read, verification,
+// decoding, matcher.Match, with the same answers and counts for a
+// rejection — and then answers 200 without the store call, which is all
+// the two routes differ by.
 func (h *Handler) verifyOnly(family string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req := c.Request()
-		ep := h.lookup(family, c.Param("endpoint"))
-		if ep == nil {
-			return writeError(c, http.StatusNotFound, "not_found", "no such webhook endpoint")
+		if _, ok, err := h.admit(c, family); !ok {
+			return err
 		}
-		log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
-		body, err := h.readBody(c)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return writeError(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
-			}
-			return writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
-		}
-		now := h.now()
-		ev, err := ep.accept(req.Context(), req.Header, body, now)
-		if err != nil {
-			return h.reject(c, log, ep, err)
-		}
-		ev.Vendor, ev.Received = ep.vendor, now.UTC()
-		// The delivery is built, as serve builds it, and then dropped: the
-		// store call is what this route leaves out.
-		_ = matcher.Match(ep.tenant, ev, h.types)
 		return c.JSON(http.StatusOK, ackBody{Result: verifiedResult})
 	}
 }
