@@ -151,20 +151,12 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		// even that is unknown.
 		fs.StringVar(&o.actor, "actor", getenv("USER"), "")
 	}
-	// KEY may stand before, between or after the flags.
-	var pos []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return &ledgerUsageError{msg: err.Error()}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+		return &ledgerUsageError{msg: err.Error()}
 	}
 
 	base, err := ledgerBaseURL(o.url)

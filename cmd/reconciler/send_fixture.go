@@ -90,21 +90,13 @@ func sendFixtureWith(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprint(stderr, sendFixtureUsage)
 		return 2
 	}
-	// NAME may stand before, between or after the flags.
-	var names []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, sendFixtureUsage)
-				return 0
-			}
-			return usageErr("%v", err)
+	names, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, sendFixtureUsage)
+			return 0
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names = append(names, fs.Arg(0))
-		rest = fs.Args()[1:]
+		return usageErr("%v", err)
 	}
 	if list {
 		for _, n := range fixtures.Names() {
