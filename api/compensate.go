@@ -11,8 +11,6 @@ type compensationBody struct {
 	Action string `json:"action"`
 }
 
-var compensationShape = shape{"action": nil}
-
 // compensate is POST /v1/claims/{key}/compensations: claim the derived key
 // that undoes the original (refund a charge, void an invoice). It answers
 // like a claim (201 proceed, 409 wait, 423 frozen, 200 otherwise); a second
@@ -30,7 +28,7 @@ func (s *Server) compensate(c echo.Context) error {
 		return err
 	}
 	var b compensationBody
-	if err := decodeStrict(data, compensationShape, &b); err != nil {
+	if err := decodeStrict(data, &b); err != nil {
 		return err
 	}
 	if err := ledger.ValidateAction(b.Action); err != nil {

@@ -2,13 +2,14 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 )
 
@@ -40,87 +41,104 @@ func tooLarge(limit int64) *Error {
 	return newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body larger than %d bytes", limit))
 }
 
-// shape lists the fields an object may carry; a nil shape accepts any value.
-// It exists because encoding/json matches field names case-insensitively
-// and keeps the last of duplicate keys: {"Key": …, "key": …} must not mean
-// something a human reading the body would not expect.
-type shape map[string]shape
+// strictJSON refuses unknown member names, here and in nested objects.
+// encoding/json/v2 semantics do the rest of the strictness this API wants
+// (and encoding/json does not): names match case-sensitively, a duplicate
+// name is an error rather than last-one-wins, invalid UTF-8 is an error
+// rather than U+FFFD, and so is anything after the top-level value. So
+// {"Key": …, "key": …} never means something a human reading the body
+// would not expect. It is also a single pass, about ten times cheaper than
+// encoding/json's decoder on a claim body (api.BenchmarkDecodeClaim).
+var strictJSON = jsonv2.RejectUnknownMembers(true)
 
 // decodeStrict decodes one JSON object into v: no unknown, case-variant or
-// duplicate fields (checked against s, recursively), no trailing data, and
-// types that fit v. Every failure is a 400 bad_json.
-func decodeStrict(data []byte, s shape, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		if errors.Is(err, io.EOF) {
-			return badJSON("empty body: want a JSON object")
-		}
-		return badJSON(syntaxMessage(err))
+// duplicate fields, no trailing data, and types that fit v. Every failure
+// is a 400 bad_json whose message names the field, not a Go type.
+func decodeStrict(data []byte, v any) error {
+	body := bytes.TrimLeft(data, " \t\r\n")
+	if len(body) == 0 {
+		return badJSON("empty body: want a JSON object")
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badJSON("trailing data after the JSON object")
+	if body[0] != '{' {
+		// A top-level null would otherwise decode as an empty object.
+		return badJSON("the body must be a JSON object")
 	}
-	if err := checkShape(raw, s, ""); err != nil {
-		return err
-	}
-	dec = json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badJSON(syntaxMessage(err))
+	if err := jsonv2.Unmarshal(data, v, strictJSON); err != nil {
+		return badJSON(decodeMessage(err))
 	}
 	return nil
 }
 
 func badJSON(msg string) *Error { return newError(http.StatusBadRequest, "bad_json", msg) }
 
-// checkShape walks one object level of raw against s. Values whose shape is
-// nil are not looked into; a null stands for an absent optional object.
-func checkShape(raw json.RawMessage, s shape, path string) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return badJSON(syntaxMessage(err))
+// decodeMessage describes a decoding error by field path and byte offset,
+// without Go type names.
+func decodeMessage(err error) string {
+	var se *jsonv2.SemanticError
+	var sy *jsontext.SyntacticError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	case errors.Is(err, jsonv2.ErrUnknownName):
+		return "unknown field " + fieldOf(err)
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return "duplicate field " + fieldOf(err)
+	case errors.As(err, &sy):
+		if strings.Contains(sy.Err.Error(), "after top-level value") {
+			return fmt.Sprintf("trailing data after the JSON object at byte %d", sy.ByteOffset)
+		}
+		return fmt.Sprintf("invalid JSON at byte %d: %v", sy.ByteOffset, sy.Err)
+	case errors.As(err, &se):
+		if se.JSONKind != 0 {
+			return fmt.Sprintf("field %s has the wrong type (got a JSON %s)", quoteField(pointerPath(se.JSONPointer)), kindName(se.JSONKind))
+		}
+		return fmt.Sprintf("field %s has an invalid value", quoteField(pointerPath(se.JSONPointer)))
 	}
-	if tok == nil && path != "" {
-		return nil
+	return "invalid JSON"
+}
+
+// fieldOf is the quoted dotted path of the member an error points at.
+func fieldOf(err error) string {
+	var se *jsonv2.SemanticError
+	var sy *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &se):
+		return quoteField(pointerPath(se.JSONPointer))
+	case errors.As(err, &sy):
+		return quoteField(pointerPath(sy.JSONPointer))
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		if path == "" {
-			return badJSON("the body must be a JSON object")
+	return `""`
+}
+
+// pointerPath turns the JSON pointer /expect/currency into expect.currency.
+func pointerPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if b.Len() > 0 {
+			b.WriteByte('.')
 		}
-		return badJSON(fmt.Sprintf("field %q must be an object", path))
+		b.WriteString(tok)
 	}
-	seen := make(map[string]bool, len(s))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return badJSON(syntaxMessage(err))
-		}
-		name, _ := tok.(string)
-		full := name
-		if path != "" {
-			full = path + "." + name
-		}
-		sub, ok := s[name]
-		if !ok {
-			return badJSON(fmt.Sprintf("unknown field %s", quoteField(full)))
-		}
-		if seen[name] {
-			return badJSON(fmt.Sprintf("duplicate field %s", quoteField(full)))
-		}
-		seen[name] = true
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return badJSON(syntaxMessage(err))
-		}
-		if sub != nil {
-			if err := checkShape(val, sub, full); err != nil {
-				return err
-			}
-		}
+	return b.String()
+}
+
+// kindName names a JSON kind as a user would ("a JSON string").
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
 	}
-	return nil
+	return "value"
 }
 
 // quoteField quotes a field name for a message, shortened: it is the
@@ -130,22 +148,4 @@ func quoteField(s string) string {
 		s = s[:64] + "…"
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// syntaxMessage describes a decoding error without Go type names.
-func syntaxMessage(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %s has the wrong type (got a JSON %s)", quoteField(te.Field), te.Value)
-		}
-		return fmt.Sprintf("wrong JSON type (got a JSON %s)", te.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "truncated JSON"
-	}
-	return "invalid JSON"
 }

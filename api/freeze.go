@@ -33,8 +33,6 @@ type freezeBody struct {
 	Actor string `json:"actor,omitempty"`
 }
 
-var freezeShape = shape{"note": nil, "actor": nil}
-
 type freezeResponse struct {
 	Freeze ledger.Freeze `json:"freeze"`
 }
@@ -120,7 +118,7 @@ func (s *Server) putFreeze(c echo.Context) error {
 		return err
 	}
 	var b freezeBody
-	if err := decodeStrict(data, freezeShape, &b); err != nil {
+	if err := decodeStrict(data, &b); err != nil {
 		return err
 	}
 	if b.Actor == "" {

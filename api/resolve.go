@@ -21,8 +21,6 @@ type resolveBody struct {
 	Actor     string        `json:"actor,omitempty"`
 }
 
-var resolveShape = shape{"tenant": nil, "status": nil, "receipt_id": nil, "note": nil, "actor": nil}
-
 // DefaultActor records a resolution whose body names no actor.
 const DefaultActor = "admin"
 
@@ -38,7 +36,7 @@ func (s *Server) resolve(c echo.Context) error {
 		return err
 	}
 	var b resolveBody
-	if err := decodeStrict(data, resolveShape, &b); err != nil {
+	if err := decodeStrict(data, &b); err != nil {
 		return err
 	}
 	if err := ledger.ValidateTenant(b.Tenant); err != nil {

@@ -41,8 +41,6 @@ type outcomeBody struct {
 	Headers    map[string]string  `json:"headers,omitempty"`
 }
 
-var outcomeShape = shape{"kind": nil, "http_status": nil, "receipt_id": nil, "headers": nil}
-
 // outcome is POST /v1/claims/{key}/outcome: the runtime reports one attempt.
 func (s *Server) outcome(c echo.Context) error {
 	tenant := principalOf(c).tenant
@@ -55,7 +53,7 @@ func (s *Server) outcome(c echo.Context) error {
 		return err
 	}
 	var b outcomeBody
-	if err := decodeStrict(data, outcomeShape, &b); err != nil {
+	if err := decodeStrict(data, &b); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
