@@ -3,6 +3,9 @@ package webhooks
 import (
 	"errors"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/agentledger/reconciler/matcher"
 )
 
@@ -18,3 +21,14 @@ var (
 	// ErrUnparsable: the body or a signature header cannot be parsed.
 	ErrUnparsable = errors.New("unparsable")
 )
+
+// eventJSON reads vendor events with encoding/json's tolerance (names match
+// case-insensitively, a duplicate name keeps the last value, invalid UTF-8
+// becomes U+FFFD, unknown fields are ignored): a 400 for a quirk in a
+// signed event would make the vendor retry a good event for days. It runs
+// on go-json-experiment's engine, which decodes a 3 KB Stripe event in
+// about a third of encoding/json's time (BenchmarkDecodeStripe).
+var eventJSON = jsonv1.DefaultOptionsV1()
+
+// decodeEvent decodes a verified event body (or part of one) into v.
+func decodeEvent(data []byte, v any) error { return jsonv2.Unmarshal(data, v, eventJSON) }

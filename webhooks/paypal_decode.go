@@ -5,7 +5,6 @@ package webhooks
 // authorization) and Orders v2 (checkout-order) resources.
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -59,7 +58,7 @@ type paypalEventBody struct {
 // Errors wrap ErrUnparsable.
 func DecodePayPal(body []byte) (Event, error) {
 	var b paypalEventBody
-	if err := json.Unmarshal(body, &b); err != nil {
+	if err := decodeEvent(body, &b); err != nil {
 		return Event{}, fmt.Errorf("paypal: %w: %w", ErrUnparsable, err)
 	}
 	if b.ID == "" || b.EventType == "" {

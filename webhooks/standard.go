@@ -151,14 +151,14 @@ func DecodeStandard(body []byte, id, vendor, localIDPath string) (Event, error) 
 		localIDPath = DefaultLocalIDPath
 	}
 	var sb standardBody
-	if err := json.Unmarshal(body, &sb); err != nil {
+	if err := decodeEvent(body, &sb); err != nil {
 		return Event{}, fmt.Errorf("%w: standard webhooks body: %v", ErrUnparsable, err)
 	}
 	if sb.Type == "" {
 		return Event{}, fmt.Errorf("%w: standard webhooks body: no type", ErrUnparsable)
 	}
 	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	if err := decodeEvent(body, &doc); err != nil {
 		return Event{}, fmt.Errorf("%w: standard webhooks body: %v", ErrUnparsable, err)
 	}
 	ev := Event{

@@ -179,7 +179,7 @@ func DecodeStripe(body []byte, metadataKey string) (Event, error) {
 		metadataKey = DefaultMetadataKey
 	}
 	var se stripeEvent
-	if err := json.Unmarshal(body, &se); err != nil {
+	if err := decodeEvent(body, &se); err != nil {
 		return Event{}, fmt.Errorf("%w: stripe event: %v", ErrUnparsable, err)
 	}
 	if se.ID == "" || se.Type == "" {
@@ -212,7 +212,7 @@ func DecodeStripe(body []byte, metadataKey string) (Event, error) {
 	}
 	if len(se.Request) > 0 && se.Request[0] == '{' {
 		var r stripeRequest
-		if json.Unmarshal(se.Request, &r) == nil {
+		if decodeEvent(se.Request, &r) == nil {
 			ev.IdempotencyKey = r.IdempotencyKey
 		}
 	}
@@ -227,7 +227,7 @@ func rawString(raw json.RawMessage) string {
 		return ""
 	}
 	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	if decodeEvent(raw, &s) != nil {
 		return ""
 	}
 	return s

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -132,7 +131,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			} else if seq := binary.BigEndian.Uint64(k); seq > ob.Sequence() {
 				report("outbox %d: beyond the bucket sequence %d", seq, ob.Sequence())
 			}
-			if err := json.Unmarshal(v, &e); err != nil {
+			if err := unmarshal(v, &e); err != nil {
 				report("outbox %q: %v", k, err)
 			}
 			if len(problems) >= maxProblems {
@@ -143,7 +142,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 		orc := b(bucketOrphans).Cursor()
 		for k, v := orc.First(); k != nil; k, v = orc.Next() {
 			var d ledger.Delivery
-			if err := json.Unmarshal(v, &d); err != nil {
+			if err := unmarshal(v, &d); err != nil {
 				report("orphan %q: %v", k, err)
 			} else if !bytes.Equal(k, orphanKey(d)) {
 				report("orphan %q: holds %s/%s/%s", k, d.LocalID, d.Vendor, d.EventID)

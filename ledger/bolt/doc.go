@@ -3,7 +3,8 @@
 // shared flows of ledger/txn.go (ClaimTx, ReportTx, ApplyTx, IngestTx,
 // EscalateTx, RescheduleTx) inside it, so the rules are ledger's, not ours.
 //
-// Imports: the standard library, ledger and go.etcd.io/bbolt only.
+// Imports: the standard library, ledger, go.etcd.io/bbolt and
+// go-json-experiment/json (encoding/json's format on a faster engine; json.go) only.
 //
 // # Layout
 //

@@ -3,7 +3,6 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -59,7 +58,7 @@ type storedRow struct {
 }
 
 func encodeRow(r ledger.Row) ([]byte, error) {
-	b, err := json.Marshal(storedRow{V: rowVersion, Row: r})
+	b, err := marshal(storedRow{V: rowVersion, Row: r})
 	if err != nil {
 		// Only a request body that is not valid JSON can fail to encode.
 		return nil, fmt.Errorf("%w: encode row: %v", ledger.ErrInvalidRequest, err)
@@ -67,12 +66,12 @@ func encodeRow(r ledger.Row) ([]byte, error) {
 	return b, nil
 }
 
-// decodeRow decodes a stored row. encoding/json copies every string and
+// decodeRow decodes a stored row. The decoder copies every string and
 // json.RawMessage it produces, so the result does not alias v (which bbolt
 // owns and reuses once the transaction ends).
 func decodeRow(v []byte) (ledger.Row, error) {
 	var s storedRow
-	if err := json.Unmarshal(v, &s); err != nil {
+	if err := unmarshal(v, &s); err != nil {
 		return ledger.Row{}, fmt.Errorf("decode row: %w", err)
 	}
 	if s.V != rowVersion {

@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentledger/reconciler/ledger"
@@ -25,7 +24,7 @@ func freezeKey(tenant, target string) []byte { return join(tenant, target) }
 
 func decodeFreeze(v []byte) (ledger.Freeze, error) {
 	var s storedFreeze
-	if err := json.Unmarshal(v, &s); err != nil {
+	if err := unmarshal(v, &s); err != nil {
 		return ledger.Freeze{}, fmt.Errorf("decode freeze: %w", err)
 	}
 	if s.V != freezeVersion {
@@ -40,7 +39,7 @@ func (s *Store) PutFreeze(ctx context.Context, f ledger.Freeze) error {
 		return err
 	}
 	f.At = f.At.UTC()
-	v, err := json.Marshal(storedFreeze{V: freezeVersion, Freeze: f})
+	v, err := marshal(storedFreeze{V: freezeVersion, Freeze: f})
 	if err != nil {
 		return fmt.Errorf("put freeze: encode: %w", err)
 	}

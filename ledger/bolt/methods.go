@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -142,7 +141,7 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRe
 		c := tx.bucket(bucketOutbox).Cursor()
 		for k, v := c.First(); k != nil && len(recs) < limit; k, v = c.Next() {
 			var e ledger.Event
-			if err := json.Unmarshal(v, &e); err != nil {
+			if err := unmarshal(v, &e); err != nil {
 				return fmt.Errorf("decode outbox record: %w", err)
 			}
 			recs = append(recs, ledger.OutboxRecord{Seq: binary.BigEndian.Uint64(k), Event: e})

@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -203,7 +202,7 @@ func (t *boltTx) AppendOutbox(e ledger.Event) error {
 	if err != nil {
 		return fmt.Errorf("append outbox: %w", err)
 	}
-	v, err := json.Marshal(e)
+	v, err := marshal(e)
 	if err != nil {
 		return fmt.Errorf("append outbox: %w", err)
 	}
@@ -230,7 +229,7 @@ func (t *boltTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 
 func decodeInbox(v []byte) (ledger.InboxRecord, error) {
 	var rec ledger.InboxRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
+	if err := unmarshal(v, &rec); err != nil {
 		return ledger.InboxRecord{}, fmt.Errorf("decode inbox record: %w", err)
 	}
 	return rec, nil
@@ -242,7 +241,7 @@ func (t *boltTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error 
 	ik := inboxKey(vendor, eventID)
 	in := t.bucket(bucketInbox)
 	byTime := t.bucket(bucketInboxByTime)
-	v, err := json.Marshal(rec)
+	v, err := marshal(rec)
 	if err != nil {
 		return fmt.Errorf("put inbox: %w", err)
 	}
@@ -277,7 +276,7 @@ func (t *boltTx) Orphans(localID string) ([]ledger.Delivery, error) {
 	c := t.bucket(bucketOrphans).Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var d ledger.Delivery
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := unmarshal(v, &d); err != nil {
 			return nil, fmt.Errorf("decode orphan: %w", err)
 		}
 		out = append(out, d)
@@ -292,7 +291,7 @@ func (t *boltTx) PutOrphan(d ledger.Delivery) error {
 	if d.LocalID == "" {
 		return errors.New("put orphan: no local id")
 	}
-	v, err := json.Marshal(d)
+	v, err := marshal(d)
 	if err != nil {
 		return fmt.Errorf("put orphan: %w", err)
 	}
