@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one HTTP request")
 	fs.BoolVar(&cfg.SkipBare, "skip-bare", false, "measure only the real (webhook mode: durable) target (profiling)")
 	fs.BoolVar(&cfg.APILog, "api-log", cfg.APILog, "the API logs JSON at info as serve does (into io.Discard)")
+	fs.BoolVar(&cfg.UnsafeNoSync, "unsafe-nosync", false, "open the real target's store without fdatasync: a ceiling with no durability, for comparison only")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent of the temporary data directory (default: the system temp dir)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phases (not the setup) to this file")

@@ -71,6 +71,11 @@ type Config struct {
 	// measured without flooding the terminal. Off: the API's logger discards
 	// records before formatting them.
 	APILog bool
+	// UnsafeNoSync opens the real target's store with bolt's UnsafeNoSync:
+	// no fdatasync, so no durability. It measures the ceiling the disk
+	// does not set (what the HTTP path, the rules and bbolt cost); the
+	// report and its table say so.
+	UnsafeNoSync bool
 	// Dir is where the temporary data directory is created ("" = os.TempDir()).
 	Dir string
 	// Logger receives the program's progress lines (nil: discarded).

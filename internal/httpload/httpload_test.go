@@ -30,9 +30,11 @@ func TestRunSmall(t *testing.T) {
 		name   string
 		rounds int
 		lag    time.Duration // 0: no phase 2
+		unsafe bool
 	}{
 		{name: "bare then real, then relay lag", rounds: 1, lag: 500 * time.Millisecond},
 		{name: "two alternating rounds, no phase 2", rounds: 2},
+		{name: "unsafe-nosync gives figures but no verdict", rounds: 1, unsafe: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +49,7 @@ func TestRunSmall(t *testing.T) {
 			cfg.DrainTimeout = 30 * time.Second // generous: -race and a busy shared disk
 			cfg.RequestTimeout = 10 * time.Second
 			cfg.Dir = dir
+			cfg.UnsafeNoSync = tt.unsafe
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -55,6 +58,15 @@ func TestRunSmall(t *testing.T) {
 				t.Fatalf("Run: %v", err)
 			}
 			checkReport(t, rep, tt.lag > 0)
+			var table strings.Builder
+			if err := rep.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			unsafe := strings.Contains(table.String(), "UNSAFE") && strings.Contains(table.String(), "no verdict: -unsafe-nosync") &&
+				!strings.Contains(table.String(), "MISSED") && !strings.Contains(table.String(), ": met")
+			if unsafe != tt.unsafe || rep.UnsafeNoSync != tt.unsafe {
+				t.Errorf("unsafe-nosync %v, report says %v:\n%s", tt.unsafe, rep.UnsafeNoSync, table.String())
+			}
 
 			// The temporary data directory is gone.
 			left, err := os.ReadDir(dir)

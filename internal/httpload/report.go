@@ -24,6 +24,8 @@ type Report struct {
 	Rounds     int  `json:"rounds"`
 	GOMAXPROCS int  `json:"gomaxprocs"`
 	APILog     bool `json:"api_log"`
+	// UnsafeNoSync: the real target's store skipped fdatasync (no durability).
+	UnsafeNoSync bool `json:"unsafe_nosync,omitempty"`
 	// Targets holds bare (unless skipped), real and, when phase 2 ran, the
 	// claim + outcome pairs.
 	Targets []TargetResult `json:"targets"`
@@ -186,6 +188,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "(%d connections, %.1fs warm-up + %.1fs measured per target in %d round(s), GOMAXPROCS %d, API logging %v; "+
 		"%s; cpu = cores this process used, runq = its threads' wait for a CPU per second, cpu/op = CPU time per op, client and server)\n",
 		r.Conns, r.WarmupMS/1000, r.DurationMS/1000, r.Rounds, r.GOMAXPROCS, onOff(r.APILog), opNote)
+	if r.UnsafeNoSync {
+		b.WriteString("UNSAFE: the store skipped fdatasync (-unsafe-nosync); these figures are a ceiling without durability, not the service's\n")
+	}
 	for _, t := range r.Targets {
 		for _, s := range t.ErrorSamples {
 			fmt.Fprintf(&b, "error sample (%s): %s\n", t.Target, s)
@@ -196,6 +201,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if r.RealOverBare < RatioTarget {
 			verdict = "MISSED"
 		}
+		verdict = r.unsafe(verdict)
 		fmt.Fprintf(&b, "real/bare: %.2f (target >= %.2f: %s)\n", r.RealOverBare, RatioTarget, verdict)
 	}
 	if rl := r.Relay; rl != nil {
@@ -213,6 +219,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if r.DurableOverVerify < WebhookRatioTarget {
 			verdict = "MISSED"
 		}
+		verdict = r.unsafe(verdict)
 		fmt.Fprintf(&b, "durable/verify-only: %.2f (target >= %.2f: %s)\n", r.DurableOverVerify, WebhookRatioTarget, verdict)
 	}
 	if wr := r.Webhook; wr != nil {
@@ -222,6 +229,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				if t.P99MS > WebhookP99TargetMS {
 					verdict = "MISSED"
 				}
+				verdict = r.unsafe(verdict)
 				fmt.Fprintf(&b, "durable p99: %.2fms (target <= %.0fms: %s)\n", t.P99MS, WebhookP99TargetMS, verdict)
 			}
 		}
@@ -259,4 +267,13 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// unsafe replaces a verdict when the store ran without fdatasync: such a
+// run meets or misses nothing.
+func (r *Report) unsafe(verdict string) string {
+	if r.UnsafeNoSync {
+		return "no verdict: -unsafe-nosync"
+	}
+	return verdict
 }

@@ -35,7 +35,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	cfg = cfg.withDefaults()
 	rep := &Report{
 		Conns: cfg.Conns, WarmupMS: ms(cfg.Warmup), DurationMS: ms(cfg.Duration), Rounds: cfg.Rounds,
-		GOMAXPROCS: runtime.GOMAXPROCS(0), APILog: cfg.APILog, Mode: cfg.Mode,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), APILog: cfg.APILog, UnsafeNoSync: cfg.UnsafeNoSync, Mode: cfg.Mode,
 	}
 	if cfg.Mode == ModeWebhook {
 		return rep, runWebhook(ctx, cfg, rep)
@@ -53,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			}
 		}()
 	}
-	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, now: cfg.Now}, cfg.Logger)
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, now: cfg.Now}, cfg.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("httpload: real target: %w", err)
 	}

@@ -115,6 +115,8 @@ type realTarget struct {
 type realOptions struct {
 	// apiLog: see Config.APILog (it covers the webhook handler's log too).
 	apiLog bool
+	// unsafeNoSync: see Config.UnsafeNoSync.
+	unsafeNoSync bool
 	// stripeSecret, when set, registers the webhook routes as serve does
 	// (one Stripe endpoint, webhookEndpoint, for the tenant) and the
 	// verify-only route beside them, which serve never registers.
@@ -147,7 +149,7 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	}
 	r.token = "tok_" + hex.EncodeToString(tok)
 
-	if r.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy()}); err != nil {
+	if r.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: o.unsafeNoSync}); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	nopts := events.DefaultServerOptions(filepath.Join(dir, "nats"), log)

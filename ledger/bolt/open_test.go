@@ -217,3 +217,20 @@ func TestOpenCreatesDataDirectory(t *testing.T) {
 		t.Errorf("file not created: %v", err)
 	}
 }
+
+// TestUnsafeNoSyncIsOptIn: commits fdatasync unless UnsafeNoSync asks
+// otherwise (httpload's ceiling run is its only user).
+func TestUnsafeNoSyncIsOptIn(t *testing.T) {
+	for _, unsafe := range []bool{false, true} {
+		s, err := Open(filepath.Join(t.TempDir(), "l.db"), Options{UnsafeNoSync: unsafe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.db.NoSync != unsafe {
+			t.Errorf("UnsafeNoSync %v: bbolt NoSync is %v", unsafe, s.db.NoSync)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -38,6 +38,11 @@ type Options struct {
 	// it costs a page write per commit, and the freelist is rebuilt by a scan
 	// on open instead (a few hundred ms per GiB).
 	FreelistSync bool
+	// UnsafeNoSync skips bbolt's two fdatasyncs per commit. For measuring
+	// only (httpload -unsafe-nosync: what the HTTP path costs without the
+	// disk): an acknowledged write can be lost, and a power cut can leave
+	// a file that does not open. serve has no setting for it.
+	UnsafeNoSync bool
 
 	// openFile replaces os.OpenFile (tests inject I/O failures with it).
 	openFile func(string, int, os.FileMode) (*os.File, error)
@@ -130,6 +135,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	db.NoSync = opts.UnsafeNoSync
 	if err := initSchema(db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
