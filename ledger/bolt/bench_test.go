@@ -408,3 +408,65 @@ func bulkPut(db *bolt.DB, rows []ledger.Row, fill float64) error {
 
 // benchDirs are the fixture directories TestMain removes.
 var benchDirs []string
+
+// BenchmarkClaimUnderCPULoad is BenchmarkClaim at 64 callers, alone and
+// beside 16 goroutines that each burn 20 µs of CPU, then sleep 300 µs: about
+// one core of demand in short bursts, the shape of the HTTP handlers and
+// load client that share the 2 cores in httpload. It shows how much of a group's
+// commit time, under the HTTP load of BENCHMARKS.md, is the committer
+// waiting for a CPU rather than for the disk; the commit and run figures
+// per group are always reported here. unsafe-nosync repeats both without
+// fdatasync (UnsafeNoSync).
+//
+//	go test -run '^$' -bench BenchmarkClaimUnderCPULoad -benchtime 5s ./ledger/bolt/
+func BenchmarkClaimUnderCPULoad(b *testing.B) {
+	for _, tc := range []struct {
+		name         string
+		busy, noSync bool
+	}{
+		{"idle", false, false},
+		{"busy", true, false},
+		{"idle/unsafe-nosync", false, true},
+		{"busy/unsafe-nosync", true, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := mustOpen(b, Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: tc.noSync})
+			stop := make(chan struct{})
+			var burners sync.WaitGroup
+			if tc.busy {
+				for range 16 {
+					burners.Go(func() { burn(stop) })
+				}
+			}
+			ctx := context.Background()
+			runCallers(b, 64, "claims/s", func(i int) error {
+				_, err := s.Claim(ctx, benchClaim(b, i))
+				return err
+			})
+			close(stop)
+			burners.Wait()
+			st := s.Stats()
+			if st.Groups > 0 {
+				b.ReportMetric(float64(st.Ops)/float64(st.Groups), "ops/group")
+				b.ReportMetric(float64(st.CommitTime.Microseconds())/float64(st.Groups)/1000, "commit-ms/group")
+				b.ReportMetric(float64(st.RunTime.Microseconds())/float64(st.Groups)/1000, "run-ms/group")
+			}
+		})
+	}
+}
+
+// burn spins for 20 µs, sleeps 300 µs, and repeats until stop closes.
+func burn(stop <-chan struct{}) {
+	x := 0
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+			x++
+		}
+		time.Sleep(300 * time.Microsecond)
+	}
+}
