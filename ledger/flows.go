@@ -60,6 +60,43 @@ func (f Flows) applyLike(ctx context.Context, op string, flow func(Tx) (Row, Cha
 	return row, ch, nil
 }
 
+// RedriveBatch bounds the local ids one redrive transaction looks at.
+const RedriveBatch = 100
+
+// RedriveOrphans runs RedriveTx over every local id with parked
+// deliveries, RedriveBatch local ids per transaction, and sums the batches.
+// On an error it returns what the committed batches did.
+func (f Flows) RedriveOrphans(ctx context.Context) (RedriveResult, error) {
+	var total RedriveResult
+	after := ""
+	for {
+		var (
+			res  RedriveResult
+			next string
+		)
+		err := f.Update(ctx, func(tx Tx) error {
+			var err error
+			res, next, err = RedriveTx(tx, after, RedriveBatch, f.Policy)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("redrive: %w", err)
+		}
+		total.LocalIDs += res.LocalIDs
+		total.StillParked += res.StillParked
+		total.Rows = append(total.Rows, res.Rows...)
+		if next == "" {
+			return total, nil
+		}
+		after = next
+	}
+}
+
+// InTx runs fn in one write transaction of the store, outside the flows and
+// their rules: for tests and repair tools that must build a state the flows
+// never leave behind. Nothing in the service calls it.
+func (f Flows) InTx(ctx context.Context, fn func(Tx) error) error { return f.Update(ctx, fn) }
+
 // Ingest runs IngestTx in one transaction.
 func (f Flows) Ingest(ctx context.Context, d Delivery) (IngestResult, error) {
 	var res IngestResult

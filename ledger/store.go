@@ -60,6 +60,10 @@ type Resolutions interface {
 	// PruneInbox forgets vendor event ids first seen before cutoff and returns
 	// how many it removed. Its cost is O(removed).
 	PruneInbox(ctx context.Context, cutoff time.Time) (int, error)
+	// RedriveOrphans applies the deliveries parked under every local id
+	// whose row exists now (RedriveTx, in batches; POST /v1/admin/redrive).
+	// Its cost is O(local ids with parked deliveries). Errors: ErrUnavailable.
+	RedriveOrphans(ctx context.Context) (RedriveResult, error)
 }
 
 // Schedule feeds the resolver from the due index, which holds open rows only.

@@ -33,6 +33,10 @@ type Tx interface {
 	PutOrphan(d Delivery) error
 	// DeleteOrphans removes every delivery parked under a local id.
 	DeleteOrphans(localID string) error
+	// OrphanLocalIDs lists, in byte order, up to limit distinct local ids
+	// with deliveries parked under them, starting after the local id after
+	// ("": from the first).
+	OrphanLocalIDs(after string, limit int) ([]string, error)
 }
 
 // ClaimTx runs a claim inside tx.
@@ -80,34 +84,103 @@ func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 	if !res.Inserted {
 		return res, nil
 	}
-	orphans, err := tx.Orphans(write.MetadataLocalID)
-	if err != nil || len(orphans) == 0 {
+	row := *write
+	changes, err := applyOrphans(tx, &row, p)
+	if err != nil || len(changes) == 0 {
 		return res, err
 	}
-	row := *write
+	res.Changes = append(res.Changes, changes...)
+	res.Row = row.Clone()
+	res.AfterOrphans()
+	return res, nil
+}
+
+// applyOrphans applies the deliveries parked under row's local id to row
+// (as read or written in this tx; updated in place), records each in the
+// inbox as accepted and removes them all. It returns one change per
+// delivery, none when nothing was parked.
+func applyOrphans(tx Tx, row *Row, p Policy) ([]Change, error) {
+	orphans, err := tx.Orphans(row.MetadataLocalID)
+	if err != nil || len(orphans) == 0 {
+		return nil, err
+	}
+	changes := make([]Change, 0, len(orphans))
 	for _, d := range orphans {
 		if d.Tenant != row.Tenant {
 			// An event at another tenant's endpoint never touches this row;
 			// it is dropped with the others and counted as a security alert.
-			res.Changes = append(res.Changes, Change{From: row.Status, To: row.Status, Alerts: []AlertKind{AlertForeignTenant}})
+			changes = append(changes, Change{From: row.Status, To: row.Status, Alerts: []AlertKind{AlertForeignTenant}})
 			continue
 		}
 		before := row.Clone()
-		ch, err := applyTx(tx, &before, &row, d.Evidence, p)
+		ch, err := applyTx(tx, &before, row, d.Evidence, p)
 		if err != nil {
-			return ClaimResult{}, err
+			return nil, err
 		}
-		res.Changes = append(res.Changes, ch)
+		changes = append(changes, ch)
 		if err := tx.PutInbox(d.Vendor, d.EventID, InboxRecord{FirstSeen: d.At.UTC(), Result: IngestAccepted}); err != nil {
-			return ClaimResult{}, err
+			return nil, err
 		}
 	}
-	if err := tx.DeleteOrphans(write.MetadataLocalID); err != nil {
-		return ClaimResult{}, err
+	if err := tx.DeleteOrphans(row.MetadataLocalID); err != nil {
+		return nil, err
 	}
-	res.Row = row.Clone()
-	res.AfterOrphans()
-	return res, nil
+	return changes, nil
+}
+
+// RedriveResult is what a redrive of parked deliveries did.
+type RedriveResult struct {
+	// LocalIDs is how many local ids with parked deliveries were looked at.
+	LocalIDs int
+	// Rows are the rows that took their parked deliveries, each with one
+	// change per delivery (as ClaimResult.Changes).
+	Rows []RedrivenRow
+	// StillParked counts the local ids that still have no row.
+	StillParked int
+}
+
+// RedrivenRow is a row after its parked deliveries were applied.
+type RedrivenRow struct {
+	Row     Row
+	Changes []Change
+}
+
+// RedriveTx looks at up to limit local ids with parked deliveries, after
+// the cursor after ("": the first), and applies each one's deliveries to its
+// row if the row exists now. A row inserted by Claim takes its orphans in
+// the same transaction, so under the flows this finds nothing to apply; it
+// repairs what they never leave behind (a row restored from a backup, a
+// store written by hand or by an older build). It returns the cursor of the
+// next batch, "" after the last.
+func RedriveTx(tx Tx, after string, limit int, p Policy) (RedriveResult, string, error) {
+	if limit <= 0 {
+		return RedriveResult{}, "", fmt.Errorf("%w: redrive limit %d", ErrInvalidRequest, limit)
+	}
+	ids, err := tx.OrphanLocalIDs(after, limit)
+	if err != nil {
+		return RedriveResult{}, "", err
+	}
+	res := RedriveResult{LocalIDs: len(ids)}
+	for _, id := range ids {
+		row, err := tx.RowByLocalID(id)
+		if errors.Is(err, ErrNotFound) {
+			res.StillParked++
+			continue
+		}
+		if err != nil {
+			return RedriveResult{}, "", err
+		}
+		changes, err := applyOrphans(tx, &row, p)
+		if err != nil {
+			return RedriveResult{}, "", err
+		}
+		res.Rows = append(res.Rows, RedrivenRow{Row: row.Clone(), Changes: changes})
+	}
+	next := ""
+	if len(ids) == limit {
+		next = ids[len(ids)-1]
+	}
+	return res, next, nil
 }
 
 // applyTx applies evidence to row (read in this tx as old) and writes the row

@@ -322,3 +322,25 @@ func (t *boltTx) DeleteOrphans(localID string) error {
 	}
 	return nil
 }
+
+// OrphanLocalIDs implements ledger.Tx. A key is local id \x00 vendor \x00
+// event id, so after each local id the cursor seeks past all of its keys
+// (to local id \x01: local ids are printable ASCII, above \x01).
+func (t *boltTx) OrphanLocalIDs(after string, limit int) ([]string, error) {
+	c := t.bucket(bucketOrphans).Cursor()
+	past := func(lid []byte) []byte { return append(append(make([]byte, 0, len(lid)+1), lid...), sep+1) }
+	k, _ := c.First()
+	if after != "" {
+		k, _ = c.Seek(past([]byte(after)))
+	}
+	var out []string
+	for k != nil && len(out) < limit {
+		i := bytes.IndexByte(k, sep)
+		if i < 0 {
+			return nil, fmt.Errorf("orphan key %q has no separator", k)
+		}
+		out = append(out, string(k[:i]))
+		k, _ = c.Seek(past(k[:i]))
+	}
+	return out, nil
+}

@@ -153,6 +153,18 @@ func (t *tx) DeleteOrphans(localID string) error {
 	return nil
 }
 
+// OrphanLocalIDs implements ledger.Tx.
+func (t *tx) OrphanLocalIDs(after string, limit int) ([]string, error) {
+	var ids []string
+	for lid, ds := range t.s.orphans {
+		if lid > after && len(ds) > 0 {
+			ids = append(ids, lid)
+		}
+	}
+	slices.Sort(ids)
+	return ids[:min(len(ids), limit)], nil
+}
+
 func (s *state) restoreOrphans(localID string, prev []ledger.Delivery, had bool) {
 	if had {
 		s.orphans[localID] = prev

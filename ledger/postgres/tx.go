@@ -335,3 +335,20 @@ func (t *pgTx) DeleteOrphans(localID string) error {
 	}
 	return nil
 }
+
+// OrphanLocalIDs implements ledger.Tx, in byte order (COLLATE "C", as the
+// other stores sort) whatever the database's collation. It takes no lock:
+// RedriveTx locks each local id through RowByLocalID before it reads the
+// deliveries again.
+func (t *pgTx) OrphanLocalIDs(after string, limit int) ([]string, error) {
+	rows, err := t.q.Query(t.ctx, `SELECT DISTINCT local_id COLLATE "C" AS lid FROM orphans
+		WHERE local_id COLLATE "C" > $1 ORDER BY lid LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, dbErr("orphan local ids", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbErr("orphan local ids", err)
+	}
+	return ids, nil
+}

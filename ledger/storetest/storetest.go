@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Transitions", testTransitions},
 		{"Ingest", testIngest},
 		{"OrphanClaims", testOrphanClaims},
+		{"Redrive", testRedrive},
 		{"PruneInbox", testPruneInbox},
 		{"Escalate", testEscalate},
 		{"Reschedule", testReschedule},
