@@ -15,12 +15,14 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// Store is the part of a ledger.Store the API uses: the runtime-facing claims
-// and Apply for resolutions by hand.
+// Store is the part of a ledger.Store the API uses: the runtime-facing claims,
+// Apply for resolutions by hand and RedriveOrphans for the admin redrive.
 type Store interface {
 	ledger.Claims
 	// Apply applies evidence to one row (here: a human's resolution).
 	Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error)
+	// RedriveOrphans applies parked deliveries whose row exists now.
+	RedriveOrphans(ctx context.Context) (ledger.RedriveResult, error)
 }
 
 // ReadyCheck is one readiness dependency (the store, NATS). Check must honour
@@ -64,6 +66,10 @@ type Options struct {
 	// is what claims ask instead of Frozen (set one or the other). Nil: the
 	// routes answer 501.
 	KillSwitch KillSwitch
+	// WakeRelay asks this process's outbox relay to publish now
+	// (events.Relay.Wake); POST /v1/admin/redrive calls it. Nil: no relay
+	// runs here, and the redrive says so.
+	WakeRelay func()
 	// Ready are the checks behind /readyz.
 	Ready []ReadyCheck
 	// Registerer receives the API's metrics and Gatherer serves /metrics.
@@ -90,6 +96,7 @@ type Server struct {
 	replayWindow func(vendor string) time.Duration
 	frozen       func(tenant, tool string, class ledger.ToolClass) bool
 	kill         KillSwitch
+	wakeRelay    func()
 	tenants      map[string]bool // tenants with a token (freeze.go)
 	ready        []ReadyCheck
 	readyTimeout time.Duration
@@ -129,7 +136,8 @@ func New(o Options) (*Server, error) {
 		store: o.Store, auth: auth, bodyLimit: o.BodyLimit, policy: o.Policy,
 		replayWindow: o.ReplayWindow, frozen: o.Frozen, ready: o.Ready,
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
-		watch: newWatchers(),
+		wakeRelay: o.WakeRelay,
+		watch:     newWatchers(),
 	}
 	if err := s.useKillSwitch(o); err != nil {
 		return nil, fmt.Errorf("api: options: %w", err)
@@ -209,6 +217,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly)
 	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly)
 	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
+	e.POST("/v1/admin/redrive", s.redrive, adminOnly)
 	s.freezeRoutes(e, adminOnly)
 	return e
 }

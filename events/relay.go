@@ -117,6 +117,8 @@ type Relay struct {
 
 	// held is owned by the Run goroutine (drain and read only).
 	held leasedBatch
+	// wake carries Wake's request to Run (buffered: one pending is enough).
+	wake chan struct{}
 
 	mu        sync.Mutex
 	health    error
@@ -176,7 +178,7 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	}
 	return &Relay{
 		out: out, lease: lo, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
-		health: ErrRelayNotStarted,
+		health: ErrRelayNotStarted, wake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -193,7 +195,8 @@ func (r *Relay) Healthy() error {
 // in flight (its PubAck wait is bounded by PublishTimeout) and deleting the
 // records already acknowledged. It is woken by the outbox's Notify and every
 // Interval; after a failure it waits a jittered, capped exponential backoff
-// (notifications do not cut the wait short, so an outage is not hammered).
+// (notifications do not cut the wait short, so an outage is not hammered;
+// Wake, an operator's request, does).
 // Only one Run may be active at a time.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
@@ -230,6 +233,11 @@ func (r *Relay) Run(ctx context.Context) error {
 				t.Stop()
 				return nil
 			case <-t.C:
+			case <-r.wake:
+				// An operator asked (POST /v1/admin/redrive): retry now,
+				// and back off from the start if it fails again.
+				t.Stop()
+				bo.Reset()
 			}
 			continue
 		}
@@ -239,7 +247,19 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case <-notify:
 		case <-ticker.C:
+		case <-r.wake:
 		}
+	}
+}
+
+// Wake makes Run read the outbox and publish now, cutting short a backoff
+// after a failure or the wait for the next tick; records that are still
+// pending are then published again. It never blocks; a Wake while Run is
+// not running costs the next Run one extra pass.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default: // a wake is already pending
 	}
 }
 

@@ -337,3 +337,52 @@ func TestRelayRunOnce(t *testing.T) {
 	})
 	stop()
 }
+
+// TestRelayWake: Wake publishes at once what waits in the outbox, both
+// during a long backoff after a failure (which new commits' notifications
+// do not cut short) and during a long idle wait (a lost notification).
+func TestRelayWake(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(out *fakeOutbox, r *events.Relay) // leaves the relay waiting
+	}{
+		{"backoff after a failed pass", func(out *fakeOutbox, r *events.Relay) {
+			waitFor(t, 10*time.Second, "unhealthy", func() bool { return errors.Is(r.Healthy(), ledger.ErrUnavailable) })
+			out.mu.Lock()
+			out.failRead = nil
+			out.mu.Unlock()
+			out.add(event(1, "succeeded")) // notifies; the backoff ignores it
+		}},
+		{"idle with the notification lost", func(out *fakeOutbox, r *events.Relay) {
+			waitFor(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
+			out.mu.Lock()
+			out.failRead, out.quiet = nil, true
+			out.mu.Unlock()
+			out.add(event(1, "succeeded"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t, t.TempDir(), "", false)
+			js := connect(t, s.ClientURL())
+			st := ensureStream(t, js)
+			out := newFakeOutbox()
+			if tc.name == "backoff after a failed pass" {
+				out.failRead = ledger.ErrUnavailable
+			}
+			opts := fastRelay(nil, 10)
+			opts.Interval, opts.MinBackoff, opts.MaxBackoff = time.Hour, time.Hour, time.Hour
+			r, err := events.NewRelay(out, js, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runRelay(t, r)
+			tc.setup(out, r)
+			time.Sleep(300 * time.Millisecond)
+			if n := streamCount(t, st); n != 0 || out.len() != 1 {
+				t.Fatalf("before Wake: stream holds %d, outbox %d; want 0 and 1 (the relay should be waiting)", n, out.len())
+			}
+			r.Wake()
+			waitFor(t, 10*time.Second, "published after Wake", func() bool { return streamCount(t, st) == 1 && out.len() == 0 })
+		})
+	}
+}

@@ -37,7 +37,7 @@ func TestReadmeTour(t *testing.T) {
 	for _, want := range []string{
 		`"decision":"proceed"`, `"status":"unknown"`, `"decision":"retry_same_key"`,
 		`"status":"succeeded"`, `"upstream_receipt_id":"pi_3Nabc"`, `"idempotent_replayed":true`,
-		`"actor":"alice"`, `"status":"ready"`, `reconciler_claims_total{decision="proceed",tenant="default"} 2`,
+		`"actor":"alice"`, `"relay":"woken"`, `"status":"ready"`, `reconciler_claims_total{decision="proceed",tenant="default"} 2`,
 		`reconciler_rows{status="succeeded"} 2`,
 	} {
 		if !strings.Contains(string(out), want) {

@@ -88,6 +88,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		BodyLimit:    int64(cfg.BodyLimit),
 		Policy:       cfg.Policy(),
 		ReplayWindow: cfg.ReplayWindow,
+		WakeRelay:    relay.Wake,
 		Ready: []api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
 				_, err := st.Get(ctx, DefaultTenant, "readyz")
