@@ -8,6 +8,8 @@
 # Webhook mode: durable Stripe ingest against the same server's verify-only
 # route (50,000 rows are claimed first, 10-30 s on a busy machine):
 #   scripts/bench-http.sh -mode webhook -rounds 5
+# -unsafe-nosync repeats either mode with the store's fdatasync off: a
+# ceiling without durability, printed with no verdict (BENCHMARKS.md).
 # The binary is built first so compiling does not share the CPU with the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
