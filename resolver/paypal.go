@@ -11,11 +11,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/agentledger/reconciler/internal/paypaloauth"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -53,10 +53,7 @@ type PayPal struct {
 	opts   PayPalOptions
 	client *http.Client
 	lim    *rate.Limiter
-
-	mu       sync.Mutex
-	token    string
-	tokenExp time.Time
+	tokens *paypaloauth.Source
 }
 
 var _ Lookup = (*PayPal)(nil)
@@ -85,10 +82,19 @@ func NewPayPal(opts PayPalOptions) (*PayPal, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &PayPal{
+	p := &PayPal{
 		base: strings.TrimRight(opts.APIBase, "/"), opts: opts, client: opts.HTTPClient,
 		lim: rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate))),
-	}, nil
+	}
+	// A token fetch is paced by the same bucket as the calls.
+	p.tokens, err = paypaloauth.New(paypaloauth.Options{
+		Base: p.base, ClientID: opts.ClientID, ClientSecret: opts.ClientSecret,
+		Client: opts.HTTPClient, Timeout: opts.CallTimeout, Now: opts.Now, BeforeFetch: p.lim.Wait,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("paypal lookup: %w", err)
+	}
+	return p, nil
 }
 
 // paypalObject holds the fields of an order, capture or refund we read.
@@ -249,7 +255,7 @@ func (p *PayPal) do(ctx context.Context, op, method, path string, body []byte, h
 	s := resp.StatusCode
 	switch {
 	case s == http.StatusUnauthorized:
-		p.dropToken()
+		p.tokens.Invalidate(token)
 		return s, ans, &Error{Op: op, HTTPStatus: s, Retryable: true, Err: errors.New("token refused")}
 	case s == http.StatusTooManyRequests || s == http.StatusConflict || s >= 500:
 		e := &Error{Op: op, HTTPStatus: s, Retryable: true, Code: ans.issue()}
@@ -261,54 +267,20 @@ func (p *PayPal) do(ctx context.Context, op, method, path string, body []byte, h
 	return s, ans, nil
 }
 
-// bearer returns the cached OAuth token, fetching a new one when it is
-// missing or about to expire.
+// bearer returns the OAuth token (paypaloauth: cached, renewed early,
+// fetched by one caller at a time). A refusal of 429 or 5xx, a network
+// error or a timeout is retryable; another refusal (a wrong secret) is not.
 func (p *PayPal) bearer(ctx context.Context) (string, error) {
 	const op = "paypal oauth token"
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.token != "" && p.opts.Now().Before(p.tokenExp) {
-		return p.token, nil
+	tok, err := p.tokens.Token(ctx)
+	var se *paypaloauth.StatusError
+	switch {
+	case err == nil:
+		return tok, nil
+	case errors.As(err, &se):
+		return "", &Error{Op: op, HTTPStatus: se.Status, Retryable: se.Status == http.StatusTooManyRequests || se.Status >= 500}
 	}
-	if err := p.lim.Wait(ctx); err != nil {
-		return "", &Error{Op: op, Retryable: true, Err: err}
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.opts.CallTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/v1/oauth2/token", strings.NewReader("grant_type=client_credentials"))
-	if err != nil {
-		return "", &Error{Op: op, Err: err}
-	}
-	req.SetBasicAuth(p.opts.ClientID, p.opts.ClientSecret)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return "", &Error{Op: op, Retryable: true, Err: scrubURL(err)}
-	}
-	defer resp.Body.Close()
-	var tok struct {
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int64  `json:"expires_in"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPayPalBody))
-		return "", &Error{Op: op, HTTPStatus: resp.StatusCode, Retryable: resp.StatusCode == 429 || resp.StatusCode >= 500}
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxPayPalBody)).Decode(&tok); err != nil || tok.AccessToken == "" {
-		return "", &Error{Op: op, Retryable: true, Err: errors.New("unreadable token answer")}
-	}
-	// Renew a minute early (or halfway, for a short-lived token) so a call
-	// never starts with a token about to lapse.
-	life := time.Duration(tok.ExpiresIn) * time.Second
-	p.token, p.tokenExp = tok.AccessToken, p.opts.Now().Add(life-min(time.Minute, life/2))
-	return p.token, nil
-}
-
-func (p *PayPal) dropToken() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.token = ""
+	return "", &Error{Op: op, Retryable: true, Err: err}
 }
 
 // scrubURL keeps a transport error's cause and drops the URL.

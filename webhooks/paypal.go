@@ -34,6 +34,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/paypaloauth"
 )
 
 // ErrUpstream: verification could not be completed because a PayPal endpoint
@@ -160,7 +162,7 @@ type PayPalVerifier struct {
 	maxCert    int64
 	certs      *paypalCertCache
 	apiBase    string
-	tokens     *paypalTokenSource
+	tokens     *paypaloauth.Source
 }
 
 // NewPayPalVerifier validates ep and returns its verifier.
@@ -222,7 +224,6 @@ func NewPayPalVerifier(ep PayPalEndpoint, opts PayPalOptions) (*PayPalVerifier, 
 			return nil, fmt.Errorf("paypal endpoint %q: postback verification needs client_id and client_secret", ep.Name)
 		}
 		v.apiBase = base
-		v.tokens = newPayPalTokenSource()
 	default:
 		return nil, fmt.Errorf("paypal endpoint %q: verify must be %q or %q, got %q",
 			ep.Name, PayPalVerifyOffline, PayPalVerifyPostback, ep.Verify)
@@ -234,6 +235,16 @@ func NewPayPalVerifier(ep PayPalEndpoint, opts PayPalOptions) (*PayPalVerifier, 
 	} else {
 		v.client = newPayPalHTTPClient(ep.RootCAs, v.timeout)
 		v.ownClient = true
+	}
+	if v.mode == PayPalVerifyPostback {
+		tokens, err := paypaloauth.New(paypaloauth.Options{
+			Base: v.apiBase, ClientID: ep.ClientID, ClientSecret: ep.ClientSecret,
+			Client: v.client, Timeout: v.timeout, Now: v.now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("paypal endpoint %q: %w", ep.Name, err)
+		}
+		v.tokens = tokens
 	}
 	return v, nil
 }

@@ -10,119 +10,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
-	"sync"
-	"time"
 )
 
 const (
-	paypalTokenPath  = "/v1/oauth2/token"
 	paypalVerifyPath = "/v1/notifications/verify-webhook-signature"
 	// paypalMaxResponse caps what we read from PayPal's API answers.
 	paypalMaxResponse = 64 << 10
-	// paypalTokenMargin: a token is dropped this long before PayPal says it
-	// expires, so a call never starts with a token that dies in flight.
-	paypalTokenMargin = time.Minute
 )
 
-// paypalTokenSource caches one OAuth2 access token. lock is a one-slot
-// semaphore held while refreshing, so a burst of deliveries fetches one token
-// and waiters can still give up when their ctx ends.
-type paypalTokenSource struct {
-	lock    chan struct{}
-	mu      sync.Mutex
-	token   string
-	expires time.Time
-}
-
-func newPayPalTokenSource() *paypalTokenSource {
-	return &paypalTokenSource{lock: make(chan struct{}, 1)}
-}
-
-func (s *paypalTokenSource) cached(now time.Time) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.token != "" && now.Before(s.expires) {
-		return s.token
-	}
-	return ""
-}
-
-// invalidate drops tok if it is still the cached token (PayPal refused it).
-func (s *paypalTokenSource) invalidate(tok string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.token == tok {
-		s.token = ""
-	}
-}
-
+// accessToken is the endpoint's OAuth token. Every failure is ErrUpstream: a
+// refused client secret is our configuration, not the delivery's fault, and
+// PayPal's retries give the operator time to fix it.
 func (v *PayPalVerifier) accessToken(ctx context.Context) (string, error) {
-	s := v.tokens
-	if tok := s.cached(v.now()); tok != "" {
-		return tok, nil
-	}
-	select {
-	case s.lock <- struct{}{}:
-	case <-ctx.Done():
-		return "", fmt.Errorf("%w: wait for paypal token: %w", ErrUpstream, ctx.Err())
-	}
-	defer func() { <-s.lock }()
-	if tok := s.cached(v.now()); tok != "" { // another caller refreshed it meanwhile
-		return tok, nil
-	}
-	tok, ttl, err := v.fetchToken(ctx)
+	tok, err := v.tokens.Token(ctx)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", ErrUpstream, err)
 	}
-	margin := paypalTokenMargin
-	if ttl <= 2*margin {
-		margin = ttl / 2
-	}
-	s.mu.Lock()
-	s.token, s.expires = tok, v.now().Add(ttl-margin)
-	s.mu.Unlock()
 	return tok, nil
-}
-
-// fetchToken asks PayPal for a client-credentials token. Every failure is
-// ErrUpstream: a refused client secret is our configuration, not the
-// delivery's fault, and PayPal's retries give the operator time to fix it.
-func (v *PayPalVerifier) fetchToken(ctx context.Context) (string, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, v.timeout)
-	defer cancel()
-	form := url.Values{"grant_type": {"client_credentials"}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.apiBase+paypalTokenPath, strings.NewReader(form))
-	if err != nil {
-		return "", 0, fmt.Errorf("%w: build token request: %w", ErrUpstream, err)
-	}
-	req.SetBasicAuth(v.ep.ClientID, v.ep.ClientSecret)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	resp, err := v.client.Do(req)
-	if err != nil {
-		return "", 0, fmt.Errorf("%w: paypal token: %w", ErrUpstream, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// The body is not quoted: it may echo credentials.
-		return "", 0, fmt.Errorf("%w: paypal token endpoint answered %d", ErrUpstream, resp.StatusCode)
-	}
-	var out struct {
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int64  `json:"expires_in"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, paypalMaxResponse)).Decode(&out); err != nil {
-		return "", 0, fmt.Errorf("%w: decode paypal token: %w", ErrUpstream, err)
-	}
-	if out.AccessToken == "" {
-		return "", 0, fmt.Errorf("%w: paypal token response has no access_token", ErrUpstream)
-	}
-	if out.ExpiresIn < 0 || out.ExpiresIn > 366*24*3600 {
-		out.ExpiresIn = 0
-	}
-	return out.AccessToken, time.Duration(out.ExpiresIn) * time.Second, nil
 }
 
 func (v *PayPalVerifier) verifyPostback(ctx context.Context, hd paypalHeaders, body []byte) error {
@@ -146,7 +50,7 @@ func (v *PayPalVerifier) verifyPostback(ctx context.Context, hd paypalHeaders, b
 		}
 		switch {
 		case code == http.StatusUnauthorized && attempt == 0:
-			v.tokens.invalidate(tok)
+			v.tokens.Invalidate(tok)
 			continue
 		case code == http.StatusOK && status == "SUCCESS":
 			return nil

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/paypaloauth"
 )
 
 const (
@@ -253,7 +255,7 @@ func TestPayPalPostbackTokenCache(t *testing.T) {
 		t.Fatalf("token calls = %d after two verifies, want 1", tokens)
 	}
 	// The token is dropped a minute before PayPal's expiry.
-	clock.Advance(3600*time.Second - paypalTokenMargin - time.Second)
+	clock.Advance(3600*time.Second - paypaloauth.Margin - time.Second)
 	verify()
 	if tokens, _ := api.counts(); tokens != 1 {
 		t.Fatalf("token calls = %d just inside the margin, want 1", tokens)
