@@ -3,8 +3,6 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -166,11 +164,11 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 	prefix := append([]byte(q.Tenant), sep)
 	var start []byte // seek target; the walk begins at the entry before it
 	if q.Cursor != "" {
-		pos, ok := decodeCursor(q.Tenant, q.Cursor)
-		if !ok {
-			return ledger.Page{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+		at, key, err := ledger.DecodeListCursor(q.Tenant, q.Cursor)
+		if err != nil {
+			return ledger.Page{}, err
 		}
-		start = append(append([]byte(nil), prefix...), pos...)
+		start = append(appendUint64(append([]byte(nil), prefix...), timeKey(at)), key...)
 	} else {
 		// The first key after every tenant \x00 … entry.
 		start = append([]byte(q.Tenant), sep+1)
@@ -185,7 +183,6 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 		} else {
 			k, _ = c.Prev()
 		}
-		var last []byte
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
 			pos := k[len(prefix):]
 			if len(pos) < 9 {
@@ -204,11 +201,11 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 			}
 			if len(page.Rows) == q.Limit {
 				// One more match exists: the page has a successor.
-				page.NextCursor = encodeCursor(q.Tenant, last)
+				last := page.Rows[len(page.Rows)-1]
+				page.NextCursor = ledger.EncodeListCursor(q.Tenant, last.FirstSeenAt, last.Key)
 				return nil
 			}
 			page.Rows = append(page.Rows, r)
-			last = cloneBytes(pos)
 		}
 		return nil
 	})
@@ -216,41 +213,4 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 		return ledger.Page{}, fmt.Errorf("list: %w", err)
 	}
 	return page, nil
-}
-
-// cursorVersion starts every List cursor, so the format can change.
-const cursorVersion = 1
-
-// encodeCursor makes the opaque cursor of a by_time position (first_seen ‖
-// key): a version byte, the position and a 4-byte checksum over the tenant
-// and the position. The checksum is not a secret — a cursor only positions a
-// walk inside the caller's own tenant — it lets List refuse a made-up or
-// damaged cursor, or one from another tenant, instead of guessing.
-func encodeCursor(tenant string, pos []byte) string {
-	b := make([]byte, 0, 1+len(pos)+4)
-	b = append(b, cursorVersion)
-	b = append(b, pos...)
-	b = append(b, cursorSum(tenant, pos)...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(tenant, c string) ([]byte, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) < 1+8+1+4 || b[0] != cursorVersion {
-		return nil, false
-	}
-	pos, sum := b[1:len(b)-4], b[len(b)-4:]
-	if !bytes.Equal(sum, cursorSum(tenant, pos)) || ledger.ValidateKey(string(pos[8:])) != nil {
-		return nil, false
-	}
-	return pos, true
-}
-
-func cursorSum(tenant string, pos []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte("reconciler/bolt list cursor\x00"))
-	h.Write([]byte(tenant))
-	h.Write([]byte{sep})
-	h.Write(pos)
-	return h.Sum(nil)[:4]
 }

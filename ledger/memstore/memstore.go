@@ -2,11 +2,7 @@ package memstore
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -136,11 +132,11 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 	}
 	var after *seenEntry
 	if q.Cursor != "" {
-		c, err := decodeCursor(q.Cursor)
+		at, key, err := ledger.DecodeListCursor(q.Tenant, q.Cursor)
 		if err != nil {
 			return ledger.Page{}, err
 		}
-		after = &c
+		after = &seenEntry{at: at, key: key}
 	}
 	var page ledger.Page
 	err := s.view(ctx, func(st *state) error {
@@ -157,7 +153,7 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 			if len(page.Rows) == q.Limit {
 				// One more match exists, so this page is not the last.
 				last := page.Rows[len(page.Rows)-1]
-				page.NextCursor = encodeCursor(seenEntry{at: last.FirstSeenAt, key: last.Key})
+				page.NextCursor = ledger.EncodeListCursor(q.Tenant, last.FirstSeenAt, last.Key)
 				break
 			}
 			page.Rows = append(page.Rows, r.Clone())
@@ -168,28 +164,6 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 		return ledger.Page{}, err
 	}
 	return page, nil
-}
-
-// The cursor is opaque to callers; inside it is the position of the last row
-// returned: version, first_seen_at in Unix nanoseconds, key.
-func encodeCursor(e seenEntry) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("1:" + strconv.FormatInt(e.at.UnixNano(), 10) + ":" + e.key))
-}
-
-func decodeCursor(s string) (seenEntry, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return seenEntry{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
-	}
-	parts := strings.SplitN(string(b), ":", 3)
-	if len(parts) != 3 || parts[0] != "1" || ledger.ValidateKey(parts[2]) != nil {
-		return seenEntry{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
-	}
-	ns, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return seenEntry{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
-	}
-	return seenEntry{at: time.Unix(0, ns).UTC(), key: parts[2]}, nil
 }
 
 // PruneInbox implements ledger.Resolutions: it walks the inbox's time

@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -195,9 +192,9 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 		return "$" + strconv.Itoa(len(args))
 	}
 	if q.Cursor != "" {
-		at, key, ok := decodeCursor(q.Tenant, q.Cursor)
-		if !ok {
-			return ledger.Page{}, fmt.Errorf("%w: cursor", ledger.ErrInvalidListQuery)
+		at, key, err := ledger.DecodeListCursor(q.Tenant, q.Cursor)
+		if err != nil {
+			return ledger.Page{}, err
 		}
 		fmt.Fprintf(&sb, ` AND (first_seen_at, key) < (%s, %s)`, arg(at), arg(key))
 	}
@@ -217,7 +214,7 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 		if len(rows) > q.Limit {
 			rows = rows[:q.Limit]
 			last := rows[len(rows)-1]
-			page.NextCursor = encodeCursor(q.Tenant, micros(last.FirstSeenAt), last.Key)
+			page.NextCursor = ledger.EncodeListCursor(q.Tenant, micros(last.FirstSeenAt), last.Key)
 		}
 		page.Rows = rows
 		return nil
@@ -226,41 +223,4 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 		return ledger.Page{}, fmt.Errorf("list: %w", err)
 	}
 	return page, nil
-}
-
-// cursorVersion starts every List cursor, so the format can change.
-const cursorVersion = 1
-
-// encodeCursor makes the opaque cursor: a version byte, first_seen_at in
-// Unix microseconds (8 bytes), the key, and a 4-byte checksum over the
-// tenant and the position. The checksum is no secret; it lets List refuse a
-// made-up or damaged cursor, or another tenant's, instead of guessing.
-func encodeCursor(tenant string, at time.Time, key string) string {
-	pos := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
-	pos = append(pos, key...)
-	b := append([]byte{cursorVersion}, pos...)
-	b = append(b, cursorSum(tenant, pos)...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(tenant, c string) (time.Time, string, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) < 1+8+1+4 || b[0] != cursorVersion {
-		return time.Time{}, "", false
-	}
-	pos, sum := b[1:len(b)-4], b[len(b)-4:]
-	key := string(pos[8:])
-	if string(sum) != string(cursorSum(tenant, pos)) || ledger.ValidateKey(key) != nil {
-		return time.Time{}, "", false
-	}
-	return time.UnixMicro(int64(binary.BigEndian.Uint64(pos[:8]))).UTC(), key, true
-}
-
-func cursorSum(tenant string, pos []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte("reconciler/postgres list cursor\x00"))
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write(pos)
-	return h.Sum(nil)[:4]
 }

@@ -176,6 +176,14 @@ func testList(t *testing.T, open Open) {
 		if _, err := e.s.List(e.ctx, ledger.ListQuery{}); err == nil {
 			t.Error("List without a tenant: got no error")
 		}
+		// A good cursor of tenantA, replayed by tenantB.
+		page, err := e.s.List(e.ctx, ledger.ListQuery{Tenant: tenantA, Limit: 1})
+		if err != nil || page.NextCursor == "" {
+			t.Fatalf("List: %v, next cursor %q", err, page.NextCursor)
+		}
+		if _, err := e.s.List(e.ctx, ledger.ListQuery{Tenant: tenantB, Cursor: page.NextCursor}); !errors.Is(err, ledger.ErrInvalidListQuery) {
+			t.Errorf("another tenant's cursor: got %v, want ErrInvalidListQuery", err)
+		}
 	})
 }
 
