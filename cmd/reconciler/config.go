@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/matcher"
 )
 
 // Config is every setting of ARCHITECTURE.md §9: the top-level settings that
@@ -57,7 +58,7 @@ type Config struct {
 	Paging   PagingConfig   `yaml:"paging"`
 
 	// EventTypes extends the matcher's default table: vendor → event type → action.
-	EventTypes map[string]map[string]EventAction `yaml:"event_types"`
+	EventTypes map[string]map[string]matcher.Action `yaml:"event_types"`
 
 	// origin says where each value came from, so an error names the line.
 	origin *origin
@@ -191,26 +192,6 @@ type WebhookConfig struct {
 	URL string `yaml:"url" secret:"endpoint"`
 }
 
-// EventAction is what a vendor event type does to a row (ARCHITECTURE §7).
-type EventAction string
-
-// Event actions.
-const (
-	ActionSucceeded EventAction = "succeeded"
-	ActionFailed    EventAction = "failed"
-	ActionProgress  EventAction = "progress" // store the receipt id, no status change
-	ActionIgnore    EventAction = "ignore"
-)
-
-// Valid reports whether a is one of the four actions.
-func (a EventAction) Valid() bool {
-	switch a {
-	case ActionSucceeded, ActionFailed, ActionProgress, ActionIgnore:
-		return true
-	}
-	return false
-}
-
 // DefaultTenant is the tenant serve creates when the config names none.
 const DefaultTenant = "default"
 
@@ -331,7 +312,7 @@ func (c Config) clone() Config {
 		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
 	}
 	if c.EventTypes != nil {
-		out.EventTypes = make(map[string]map[string]EventAction, len(c.EventTypes))
+		out.EventTypes = make(map[string]map[string]matcher.Action, len(c.EventTypes))
 		for v, m := range c.EventTypes {
 			out.EventTypes[v] = maps.Clone(m)
 		}

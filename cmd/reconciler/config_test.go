@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/matcher"
 	"gopkg.in/yaml.v3"
 )
 
@@ -224,7 +225,7 @@ func TestParseConfigFull(t *testing.T) {
 		{"events", c.Events, EventsConfig{Stream: "RECON", SubjectPrefix: "recon"}},
 		{"inbox retention", c.InboxRetention, 168 * time.Hour},
 		{"pagerduty", c.Paging.PagerDuty, PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue", RoutingKey: "pd-SeKrEt-0007"}},
-		{"event types", c.EventTypes["stripe"]["payment_intent.payment_failed"], ActionFailed},
+		{"event types", c.EventTypes["stripe"]["payment_intent.payment_failed"], matcher.Failed},
 		{"top-level defaults", [4]any{c.Data, c.HTTP, c.Store, c.BodyLimit}, [4]any{"./data", "127.0.0.1:8080", "bolt", ByteSize(1 << 20)}},
 		{"embedded nats", [2]any{c.EmbeddedNATS(), c.NATSListen}, [2]any{true, "127.0.0.1:4222"}},
 		{"ledger policy", c.Policy(), ledger.Policy{PendingTTL: 15 * time.Minute, Grace: time.Minute}},

@@ -39,14 +39,7 @@ func (c Config) webhookOptions() (webhooks.Options, error) {
 			LocalIDPath: ep.LocalIDPath, Vendor: ep.Vendor,
 		})
 	}
-	extra := map[string]map[string]matcher.Action{}
-	for vendor, types := range c.EventTypes {
-		extra[vendor] = map[string]matcher.Action{}
-		for typ, action := range types {
-			extra[vendor][typ] = matcher.Action(action)
-		}
-	}
-	table, err := matcher.NewTable(extra)
+	table, err := matcher.NewTable(c.EventTypes)
 	if err != nil {
 		return o, fmt.Errorf("event_types: %w", err)
 	}
