@@ -23,12 +23,8 @@ func (s *Server) compensate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBody(c, s.bodyLimit)
-	if err != nil {
-		return err
-	}
 	var b compensationBody
-	if err := decodeStrict(data, &b); err != nil {
+	if err := s.bind(c, &b); err != nil {
 		return err
 	}
 	if err := ledger.ValidateAction(b.Action); err != nil {

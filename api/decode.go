@@ -37,6 +37,16 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	return data, nil
 }
 
+// bind reads the request body under the server's limit and decodes it
+// strictly into v (see decodeStrict).
+func (s *Server) bind(c echo.Context, v any) error {
+	data, err := readBody(c, s.bodyLimit)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(data, v)
+}
+
 func tooLarge(limit int64) *Error {
 	return newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body larger than %d bytes", limit))
 }

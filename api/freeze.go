@@ -113,12 +113,8 @@ func (s *Server) putFreeze(c echo.Context) error {
 		// token makes no claims, so freezing it would stop nothing.
 		return newError(http.StatusNotFound, "not_found", "no such tenant: no token of this server belongs to it")
 	}
-	data, err := readBody(c, s.bodyLimit)
-	if err != nil {
-		return err
-	}
 	var b freezeBody
-	if err := decodeStrict(data, &b); err != nil {
+	if err := s.bind(c, &b); err != nil {
 		return err
 	}
 	if b.Actor == "" {

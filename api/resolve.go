@@ -31,12 +31,8 @@ func (s *Server) resolve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBody(c, s.bodyLimit)
-	if err != nil {
-		return err
-	}
 	var b resolveBody
-	if err := decodeStrict(data, &b); err != nil {
+	if err := s.bind(c, &b); err != nil {
 		return err
 	}
 	if err := ledger.ValidateTenant(b.Tenant); err != nil {

@@ -48,12 +48,8 @@ func (s *Server) outcome(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBody(c, s.bodyLimit)
-	if err != nil {
-		return err
-	}
 	var b outcomeBody
-	if err := decodeStrict(data, &b); err != nil {
+	if err := s.bind(c, &b); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
