@@ -77,12 +77,12 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	key := req.Key
-	if key == "" {
+	key, minted := req.Key, req.Key == ""
+	if minted {
 		key = MintKey(req.Tenant, req.RunID, req.Tool, fp)
 	}
 	row := Row{
-		Tenant: req.Tenant, Key: key, IntentFingerprint: fp, MetadataLocalID: LocalID(req.Tenant, key),
+		Tenant: req.Tenant, Key: key, IntentFingerprint: fp, MetadataLocalID: LocalID(req.Tenant, key, minted),
 		RunID: req.RunID, Tool: req.Tool, ToolCallID: req.ToolCallID, Vendor: req.Vendor,
 		ToolClass: req.ToolClass, Status: StatusPending, Attempt: 1,
 		FirstSeenAt: now, UpdatedAt: now,

@@ -392,7 +392,7 @@ func TestNewCompensation(t *testing.T) {
 			if r.Key != compKey || r.CompensationOf != vecKeyAcme || r.CompensationAction != "refund" || r.IntentFingerprint != compFingerprint {
 				t.Fatalf("compensation row key %s of %s action %s fingerprint %s", r.Key, r.CompensationOf, r.CompensationAction, r.IntentFingerprint)
 			}
-			if r.MetadataLocalID != "rl_"+compKey[:32] || r.Tenant != o.Tenant || r.RunID != o.RunID || r.Vendor != o.Vendor || r.ToolClass != o.ToolClass {
+			if r.MetadataLocalID != ledger.LocalID(o.Tenant, compKey, false) || r.Tenant != o.Tenant || r.RunID != o.RunID || r.Vendor != o.Vendor || r.ToolClass != o.ToolClass {
 				t.Fatalf("compensation row does not inherit the original: %+v", r)
 			}
 			if !c.Frozen || !r.ReplayWindowUntil.Equal(t0.Add(2*time.Hour)) || r.Status != ledger.StatusPending {

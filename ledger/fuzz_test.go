@@ -173,7 +173,7 @@ func FuzzNewClaim(f *testing.F) {
 		case key != "" && row.Key != key:
 			t.Fatalf("business key %q became %q", key, row.Key)
 		}
-		if row.MetadataLocalID != ledger.LocalID(tenant, row.Key) || len(row.MetadataLocalID) != 35 {
+		if row.MetadataLocalID != ledger.LocalID(tenant, row.Key, key == "") || len(row.MetadataLocalID) != 35 {
 			t.Fatalf("local id %q", row.MetadataLocalID)
 		}
 		if row.Status != ledger.StatusPending || row.Attempt != 1 || !row.ToolClass.Valid() {

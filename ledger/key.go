@@ -40,13 +40,17 @@ func MintKey(tenant, runID, tool, fingerprint string) string {
 // LocalIDPrefix starts every metadata_local_id.
 const LocalIDPrefix = "rl_"
 
-// LocalID returns the metadata_local_id of a tenant's key: "rl_" and the
-// first 32 hex characters of the key when it is minted (a minted key already
-// hashes the tenant in). A caller-supplied business key is hashed with its
-// tenant first, so two tenants may use the same business key, and a key that
-// may carry customer data never reaches vendor metadata.
-func LocalID(tenant, key string) string {
-	if IsMintedKey(key) {
+// LocalID returns the metadata_local_id of a tenant's key. A key the ledger
+// minted already hashes its tenant in, so its local id is "rl_" and the
+// first 32 hex characters of the key (ARCHITECTURE.md §4). Any other key —
+// a caller's business key, or a compensation key derived from one — is
+// hashed with its tenant first, whatever it looks like: two tenants may
+// hold the same such key (a business key of 64 hex characters, the
+// compensation of a shared business key) without colliding on the global
+// local id index, and a key that may carry customer data never reaches
+// vendor metadata.
+func LocalID(tenant, key string, minted bool) string {
+	if minted {
 		return LocalIDPrefix + key[:32]
 	}
 	sum := sha256.Sum256([]byte(tenant + "\x1f" + key))

@@ -89,31 +89,41 @@ func TestLocalID(t *testing.T) {
 	tests := []struct {
 		name        string
 		tenant, key string
+		minted      bool
 		want        string
 	}{
-		{name: "minted key: prefix of the key", tenant: "acme", key: vecKeyAcme, want: "rl_38af6fb5b479712bbaf3bf71cf2e82f3"},
-		{name: "minted key: tenant not mixed in again", tenant: "globex", key: vecKeyAcme, want: "rl_38af6fb5b479712bbaf3bf71cf2e82f3"},
+		{name: "minted key: prefix of the key", tenant: "acme", key: vecKeyAcme, minted: true, want: "rl_38af6fb5b479712bbaf3bf71cf2e82f3"},
+		{name: "minted key: tenant not mixed in again", tenant: "globex", key: vecKeyAcme, minted: true, want: "rl_38af6fb5b479712bbaf3bf71cf2e82f3"},
 		{name: "business key: hashed with tenant", tenant: "acme", key: "cart-42", want: "rl_bb38e9f7e60b7e3d45f65fa3436c1068"},
 		{name: "business key: other tenant differs", tenant: "globex", key: "cart-42", want: "rl_74c90838a617a3ef632bdc91e7ade2ad"},
-		{name: "upper-case hex is a business key", tenant: "acme", key: strings.ToUpper(vecKeyAcme), want: ""},
+		{name: "upper-case hex is a business key", tenant: "acme", key: strings.ToUpper(vecKeyAcme)},
+		// A business key shaped like a minted key is still the caller's:
+		// hashed with the tenant, so another tenant's same key (or its
+		// compensation key) has another local id.
+		{name: "business key of minted shape", tenant: "acme", key: vecKeyAcme},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ledger.LocalID(tt.tenant, tt.key)
+			got := ledger.LocalID(tt.tenant, tt.key, tt.minted)
 			if !strings.HasPrefix(got, ledger.LocalIDPrefix) || len(got) != len(ledger.LocalIDPrefix)+32 {
 				t.Fatalf("LocalID = %q, want rl_ and 32 hex characters", got)
 			}
 			if tt.want != "" && got != tt.want {
 				t.Fatalf("LocalID = %s, want %s", got, tt.want)
 			}
-			if tt.want == "" && got == ledger.LocalIDPrefix+strings.ToLower(tt.key[:32]) {
-				t.Fatalf("LocalID of business key %s = %s: the key leaked into the local id", tt.key, got)
+			if !tt.minted {
+				if got == ledger.LocalIDPrefix+strings.ToLower(tt.key[:min(32, len(tt.key))]) {
+					t.Fatalf("LocalID of business key %s = %s: the key leaked into the local id", tt.key, got)
+				}
+				if other := ledger.LocalID(tt.tenant+"x", tt.key, false); other == got {
+					t.Fatalf("two tenants share the local id %s of business key %s", got, tt.key)
+				}
 			}
 		})
 	}
 	t.Run("business key never appears in the local id", func(t *testing.T) {
 		key := "customer@example.com"
-		if got := ledger.LocalID("acme", key); strings.Contains(got, "customer") {
+		if got := ledger.LocalID("acme", key, false); strings.Contains(got, "customer") {
 			t.Fatalf("LocalID = %s, leaks the business key", got)
 		}
 	})

@@ -364,7 +364,7 @@ func dueFixture(b *testing.B, settled int) string {
 		for i := lo; i < min(lo+batch, settled+dueOpen); i++ {
 			r := tmpl.Clone()
 			r.Key = fmt.Sprintf("%032x%032x", i, 0) // minted-key shape, sequential: a fast bulk load
-			r.MetadataLocalID = ledger.LocalID(r.Tenant, r.Key)
+			r.MetadataLocalID = ledger.LocalID(r.Tenant, r.Key, true)
 			r.ToolCallID = "call_" + strconv.Itoa(i)
 			r.FirstSeenAt = t0.Add(-time.Duration(settled+dueOpen-i) * time.Millisecond)
 			if i < settled {

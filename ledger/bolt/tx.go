@@ -80,7 +80,7 @@ func (t *boltTx) RowByLocalID(localID string) (ledger.Row, error) {
 func (t *boltTx) TenantsOfKey(key string) ([]string, error) {
 	var tenants []string
 	if ledger.IsMintedKey(key) {
-		if rk := t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalID("", key))); rk != nil {
+		if rk := t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalID("", key, true))); rk != nil {
 			if tenant, k, ok := splitRowKey(rk); ok && k == key {
 				tenants = append(tenants, tenant)
 			}
@@ -99,7 +99,7 @@ func (t *boltTx) TenantsOfKey(key string) ([]string, error) {
 // through the local id index, which saves one random-keyed B-tree insert —
 // about a quarter of the pages a claim writes.
 func keyIndexed(row *ledger.Row) bool {
-	return !(ledger.IsMintedKey(row.Key) && row.MetadataLocalID == ledger.LocalID(row.Tenant, row.Key))
+	return !(ledger.IsMintedKey(row.Key) && row.MetadataLocalID == ledger.LocalID(row.Tenant, row.Key, true))
 }
 
 // PutRow writes row and moves its index entries: local id, key→tenant,

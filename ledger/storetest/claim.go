@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,4 +341,35 @@ func testClaimContention(t *testing.T, open Open) {
 			e.consistent()
 		})
 	}
+}
+
+// testSharedBusinessKey: two tenants may use the same business key — even
+// one shaped like a minted key — and compensate it, each under its own
+// local id; neither learns of the other.
+func testSharedBusinessKey(t *testing.T, open Open) {
+	p := ledger.DefaultPolicy()
+	e := newEnv(t, open)
+	key := strings.Repeat("ab", 32)
+	lids := map[string]bool{}
+	for _, tenant := range []string{tenantA, tenantB} {
+		res := e.claim(baseRequest(withKey(key), withTenant(tenant)), t0)
+		if res.Decision != ledger.DecisionProceed || !res.Inserted {
+			t.Fatalf("%s claims business key %s: %s inserted %v", tenant, key, res.Decision, res.Inserted)
+		}
+		lids[res.Row.MetadataLocalID] = true
+		row, _ := e.report(tenant, key, response(200, "pi_"+tenant, time.Second))
+		comp, err := ledger.NewCompensation(row, "refund", 24*time.Hour, false, p, at(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cres, err := e.s.Claim(e.ctx, comp)
+		if err != nil || cres.Decision != ledger.DecisionProceed || !cres.Inserted {
+			t.Fatalf("%s compensates %s: %v %v", tenant, key, cres.Decision, err)
+		}
+		lids[cres.Row.MetadataLocalID] = true
+	}
+	if len(lids) != 4 {
+		t.Fatalf("local ids of two tenants' rows and compensations: %d distinct, want 4", len(lids))
+	}
+	e.consistent()
 }

@@ -20,6 +20,7 @@ type randomRun struct {
 	rng    *rand.Rand
 	now    time.Time
 	known  map[rowID]bool
+	lids   map[rowID]string // the local id of each known row
 	order  []rowID  // known, in the order first seen by the suite
 	events []string // message ids of every transition, in commit order
 }
@@ -33,7 +34,7 @@ func testRandomConsistency(t *testing.T, open Open) {
 				e:     newEnv(t, open),
 				rng:   rand.New(rand.NewPCG(seed, 0x5eed)),
 				now:   t0,
-				known: map[rowID]bool{},
+				known: map[rowID]bool{}, lids: map[rowID]string{},
 			}
 			for i := range 250 {
 				r.now = r.now.Add(time.Duration(r.rng.IntN(240_000)) * time.Millisecond)
@@ -87,6 +88,7 @@ func (r *randomRun) remember(row ledger.Row) {
 	id := rowID{row.Tenant, row.Key}
 	if row.Key != "" && !r.known[id] {
 		r.known[id] = true
+		r.lids[id] = row.MetadataLocalID
 		r.order = append(r.order, id)
 	}
 }
@@ -229,7 +231,7 @@ func (r *randomRun) delivery() ledger.Delivery {
 	switch k := r.pick(10); {
 	case k < 5:
 		if id, ok := r.randomKnown(); ok {
-			d.LocalID = ledger.LocalID(id.tenant, id.key)
+			d.LocalID = r.lids[id]
 		}
 	case k < 7:
 		// A row that may be claimed later: the event parks as an orphan.

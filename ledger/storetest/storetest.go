@@ -24,6 +24,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 	}{
 		{"ClaimDecisions", testClaimDecisions},
 		{"Compensation", testCompensation},
+		{"SharedBusinessKey", testSharedBusinessKey},
 		{"ClaimContention", testClaimContention},
 		{"Transitions", testTransitions},
 		{"Ingest", testIngest},
