@@ -77,7 +77,7 @@ func TestStripeRequestsAgainstStripeMock(t *testing.T) {
 	key := strings.Repeat("ab", 32)
 	row := func(path, body, receipt string) ledger.Row {
 		r := ledger.Row{
-			Tenant: "acme", Key: key, MetadataLocalID: ledger.LocalID("acme", key), Vendor: "stripe",
+			Tenant: "acme", Key: key, MetadataLocalID: ledger.LocalID("acme", key, true), Vendor: "stripe",
 			Tool: "stripe.call", Status: ledger.StatusUnknown, FirstSeenAt: now.Add(-time.Hour), UpstreamReceiptID: receipt,
 		}
 		if path != "" {
