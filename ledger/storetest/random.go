@@ -21,8 +21,8 @@ type randomRun struct {
 	now    time.Time
 	known  map[rowID]bool
 	lids   map[rowID]string // the local id of each known row
-	order  []rowID  // known, in the order first seen by the suite
-	events []string // message ids of every transition, in commit order
+	order  []rowID          // known, in the order first seen by the suite
+	events []string         // message ids of every transition, in commit order
 }
 
 type rowID struct{ tenant, key string }
