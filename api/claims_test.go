@@ -405,3 +405,39 @@ func TestConcurrentClaimsProceedOnce(t *testing.T) {
 		t.Fatalf("statuses: got %v, want one 201 and %d 409", got, n-1)
 	}
 }
+
+// TestClaimCannotDodgeTheKillSwitch: a retry that names another tool class
+// or tool than its row is refused (422), not answered from the row: the
+// kill switch is asked about the claim's tool and class, so another name
+// would get retry_same_key past a frozen class or tool.
+func TestClaimCannotDodgeTheKillSwitch(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   claimReq
+		freeze string
+		retry  claimReq
+	}{
+		{name: "another tool class", body: newClaim("run_1"), freeze: "write_idempotent",
+			retry: newClaim("run_1").with("tool_class", "write_ledger")},
+		{name: "another tool for a business key", body: newClaim("run_1").with("key", "cart-42"), freeze: "stripe.create_payment_intent",
+			retry: newClaim("run_1").with("key", "cart-42", "tool", "other.tool")},
+		{name: "another vendor", body: newClaim("run_1"), freeze: "write_idempotent",
+			retry: newClaim("run_1").with("vendor", "paypal")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			key := f.mustClaim(tokenAcme, tc.body, http.StatusCreated).Row.Key
+			f.report(tokenAcme, key, timeoutOutcome)
+			f.freeze("acme", tc.freeze)
+			wantError(t, f.do(http.MethodPost, "/v1/claims", tokenAcme, tc.retry), http.StatusUnprocessableEntity, "fingerprint_mismatch")
+			row := decode[rowResp](t, f.do(http.MethodGet, "/v1/claims/"+key, tokenAcme, nil)).Row
+			if row.Attempt != 1 || row.Status != ledger.StatusUnknown {
+				t.Fatalf("row after the refused retry: attempt %d status %s, want 1 unknown", row.Attempt, row.Status)
+			}
+			// The same retry under its own names waits, as the kill switch says.
+			rec := f.do(http.MethodPost, "/v1/claims", tokenAcme, tc.body)
+			wantStatus(t, rec, http.StatusConflict)
+		})
+	}
+}

@@ -171,6 +171,14 @@ func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 	if existing.IntentFingerprint != c.Row.IntentFingerprint {
 		return ClaimResult{}, nil, ErrFingerprintMismatch
 	}
+	// The tool, its class and the vendor are part of the intent too. A
+	// minted key hashes the tool in, but not the class or the vendor, and a
+	// business key hashes nothing: a claim naming other ones must not get
+	// its answer from this row. The kill switch, for one, is asked about
+	// the claim's tool and class, while RetryAllowed reads the row's.
+	if existing.Tool != c.Row.Tool || existing.ToolClass != c.Row.ToolClass || existing.Vendor != c.Row.Vendor {
+		return ClaimResult{}, nil, fmt.Errorf("%w: the key holds a claim of another tool, tool class or vendor", ErrFingerprintMismatch)
+	}
 	res := ClaimResult{Row: existing.Clone()}
 	switch existing.Status {
 	case StatusSucceeded:
