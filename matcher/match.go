@@ -24,8 +24,8 @@ func Match(tenant string, ev Event, t Table) ledger.Delivery {
 		Tenant:         tenant,
 		Vendor:         ev.Vendor,
 		EventID:        ev.ID,
-		LocalID:        ev.LocalID,
-		IdempotencyKey: ev.IdempotencyKey,
+		LocalID:        joinable(ev.LocalID),
+		IdempotencyKey: joinable(ev.IdempotencyKey),
 		At:             at,
 	}
 	var status ledger.Status
@@ -43,13 +43,25 @@ func Match(tenant string, ev Event, t Table) ledger.Delivery {
 	d.Evidence = ledger.Evidence{
 		Source:        ledger.SourceWebhook,
 		Status:        status,
-		ReceiptID:     ev.ObjectID,
+		ReceiptID:     joinable(ev.ObjectID),
 		VendorEventID: ev.ID,
 		Amount:        cloneAmount(ev.Amount),
 		Currency:      strings.ToLower(ev.Currency),
 		At:            at,
 	}
 	return d
+}
+
+// joinable returns s when a row could hold it as a key, local id or receipt
+// id (1–255 printable ASCII), else "". Vendors fill these fields for other
+// integrations too (PayPal's custom_id and invoice_id are free text), and a
+// value no row could hold joins no row: it is dropped rather than refused,
+// because a 400 would make the vendor retry a good event for days.
+func joinable(s string) string {
+	if ledger.ValidateKey(s) != nil {
+		return ""
+	}
+	return s
 }
 
 func cloneAmount(a *int64) *int64 {

@@ -3,6 +3,7 @@ package matcher_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,6 +212,39 @@ func TestMatchThroughStore(t *testing.T) {
 			}
 			if len(evs) != s.wantEvents {
 				t.Errorf("outbox holds %d records, want %d", len(evs), s.wantEvents)
+			}
+		})
+	}
+}
+
+// TestMatchDropsWhatNoRowCouldHold: a local id, echoed key or object id
+// that is not 1–255 printable ASCII joins no row; it is dropped, and the
+// delivery stays valid, so the webhook is acknowledged instead of refused.
+func TestMatchDropsWhatNoRowCouldHold(t *testing.T) {
+	long := strings.Repeat("x", ledger.MaxKeyLen+1)
+	tests := []struct {
+		name  string
+		typ   string
+		field func(*matcher.Event, string)
+		value string
+	}{
+		{"free-text custom_id", "payment_intent.succeeded", func(e *matcher.Event, v string) { e.LocalID = v }, "Order 1234"},
+		{"non-ASCII local id on an ignored type", "charge.dispute.created", func(e *matcher.Event, v string) { e.LocalID = v }, "réf-42"},
+		{"over-long echoed key", "payment_intent.succeeded", func(e *matcher.Event, v string) { e.IdempotencyKey = v }, long},
+		{"control character in the object id", "payment_intent.succeeded", func(e *matcher.Event, v string) { e.ObjectID = v }, "pi_1\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := stripeEvent(tt.typ)
+			tt.field(&ev, tt.value)
+			d := matcher.Match("acme", ev, matcher.DefaultTable())
+			if err := d.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			for _, got := range []string{d.LocalID, d.IdempotencyKey, d.Evidence.ReceiptID} {
+				if got == tt.value {
+					t.Fatalf("%q reached the delivery: %+v", tt.value, d)
+				}
 			}
 		})
 	}

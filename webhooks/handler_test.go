@@ -498,3 +498,26 @@ func TestNoSecretsLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignLocalIDFormat: a signed event whose metadata value is not a
+// local id this ledger could have issued (free text, non-ASCII) is
+// acknowledged, not refused: it joins no row, and a 400 would make Stripe
+// retry a good event for days.
+func TestForeignLocalIDFormat(t *testing.T) {
+	for _, tc := range []struct{ name, typ, localID, want string }{
+		{"free text on a success", "payment_intent.succeeded", "Order 1234", "unmatched"},
+		{"non-ASCII on an ignored type", "payment_intent.updated", "réf-42", "ignored"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := newHarness(t, defaultOptions())
+			body, err := fixtures.Set(stripePayload(t, piSucceeded, tc.localID, "evt_foreign_"+tc.want), "type", tc.typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := hs.post("/webhooks/stripe", body, stripeHeader(body, t0, stripeSecret))
+			if rec.Code != http.StatusOK || result(t, rec) != tc.want {
+				t.Fatalf("status %d %s, want 200 %s", rec.Code, rec.Body, tc.want)
+			}
+		})
+	}
+}
