@@ -135,9 +135,12 @@ func VerifyStandard(h http.Header, body []byte, keys [][]byte, tolerance time.Du
 // standardBody is the common envelope of Standard Webhooks senders
 // (Resend: {type, created_at, data}).
 type standardBody struct {
-	Type      string          `json:"type"`
-	CreatedAt string          `json:"created_at"`
-	Timestamp string          `json:"timestamp"`
+	Type string `json:"type"`
+	// CreatedAt and Timestamp are RFC 3339 strings for Resend, Unix
+	// milliseconds for some other senders: kept raw, so a shape we do not
+	// read drops the field instead of refusing the event.
+	CreatedAt json.RawMessage `json:"created_at"`
+	Timestamp json.RawMessage `json:"timestamp"`
 	Data      json.RawMessage `json:"data"`
 }
 
@@ -171,13 +174,32 @@ func DecodeStandard(body []byte, id, vendor, localIDPath string) (Event, error) 
 	if ev.ObjectID = LookupPath(doc, "data.email_id"); ev.ObjectID == "" {
 		ev.ObjectID = LookupPath(doc, "data.id")
 	}
-	for _, s := range []string{sb.CreatedAt, sb.Timestamp} {
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			ev.Created = t.UTC()
+	for _, raw := range []json.RawMessage{sb.CreatedAt, sb.Timestamp} {
+		if t, ok := standardTime(raw); ok {
+			ev.Created = t
 			break
 		}
 	}
 	return ev, nil
+}
+
+// standardTime reads a sender's event time: an RFC 3339 string, or a JSON
+// number of Unix seconds (below 1e11) or milliseconds. Anything else is no
+// time.
+func standardTime(raw json.RawMessage) (time.Time, bool) {
+	var s string
+	if decodeEvent(raw, &s) == nil {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		return t.UTC(), err == nil
+	}
+	var n int64
+	if decodeEvent(raw, &n) != nil || n <= 0 {
+		return time.Time{}, false
+	}
+	if n < 1e11 {
+		return time.Unix(n, 0).UTC(), true
+	}
+	return time.UnixMilli(n).UTC(), true
 }
 
 // LookupPath returns the string at a dotted path in a decoded JSON

@@ -130,6 +130,29 @@ func TestDecodeStandard(t *testing.T) {
 			t.Fatalf("got %+v, %v", ev, err)
 		}
 	})
+	// Event times in the shapes senders use; an unexpected shape is no time,
+	// never a refusal of the event.
+	for _, tc := range []struct{ name, body, want string }{
+		{"RFC 3339 created_at", `{"type":"email.sent","created_at":"2026-11-30T12:00:00.5Z","data":{}}`, "2026-11-30T12:00:00.5Z"},
+		{"Unix milliseconds timestamp", `{"type":"user.created","timestamp":1654012591835,"data":{"id":"user_1"}}`, "2022-05-31T15:56:31.835Z"},
+		{"Unix seconds created_at", `{"type":"email.sent","created_at":1654012591,"data":{}}`, "2022-05-31T15:56:31Z"},
+		{"an object is no time", `{"type":"email.sent","created_at":{"at":1},"data":{}}`, ""},
+		{"a malformed string is no time", `{"type":"email.sent","created_at":"yesterday","data":{}}`, ""},
+	} {
+		t.Run("time: "+tc.name, func(t *testing.T) {
+			ev, err := webhooks.DecodeStandard([]byte(tc.body), "m", "resend", "")
+			if err != nil {
+				t.Fatalf("DecodeStandard: %v", err)
+			}
+			got := ""
+			if !ev.Created.IsZero() {
+				got = ev.Created.Format(time.RFC3339Nano)
+			}
+			if got != tc.want {
+				t.Fatalf("Created = %q, want %q", got, tc.want)
+			}
+		})
+	}
 	for _, bad := range []string{``, `{`, `[]`, `{"data":{}}`, `{"type":7}`} {
 		t.Run("unparsable "+bad, func(t *testing.T) {
 			if _, err := webhooks.DecodeStandard([]byte(bad), "m", "resend", ""); !errors.Is(err, webhooks.ErrUnparsable) {
