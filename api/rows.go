@@ -39,6 +39,8 @@ type outcomeBody struct {
 	HTTPStatus int                `json:"http_status,omitempty"`
 	ReceiptID  string             `json:"receipt_id,omitempty"`
 	Headers    map[string]string  `json:"headers,omitempty"`
+	// Attempt is the claim answer's row.attempt this outcome is for.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // outcome is POST /v1/claims/{key}/outcome: the runtime reports one attempt.
@@ -54,7 +56,7 @@ func (s *Server) outcome(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	row, ch, err := s.store.Report(ctx, tenant, key, ledger.Outcome{
-		Kind: b.Kind, HTTPStatus: b.HTTPStatus, ReceiptID: b.ReceiptID, Headers: b.Headers, At: s.now(),
+		Kind: b.Kind, HTTPStatus: b.HTTPStatus, ReceiptID: b.ReceiptID, Headers: b.Headers, Attempt: b.Attempt, At: s.now(),
 	})
 	if err != nil {
 		return err

@@ -234,3 +234,41 @@ func TestListBadQuery(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleOutcomeKeepsTheRetrysLease: attempt 1 times out, a retry takes
+// the key (attempt 2), then a duplicate of attempt 1's report arrives. With
+// its attempt number it leaves attempt 2's lease alone, so the next claim
+// waits; without one it ends the lease as before.
+func TestStaleOutcomeKeepsTheRetrysLease(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stale   map[string]any
+		status  int
+		attempt int // of the row after the next claim
+	}{
+		{"with attempt 1", map[string]any{"kind": "timeout", "attempt": 1}, http.StatusConflict, 2},
+		{"without an attempt", map[string]any{"kind": "timeout"}, http.StatusOK, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			key := f.mustClaim(tokenAcme, newClaim("run_1"), http.StatusCreated).Row.Key
+			f.report(tokenAcme, key, map[string]any{"kind": "timeout", "attempt": 1})
+			retry := f.mustClaim(tokenAcme, newClaim("run_1"), http.StatusOK)
+			if retry.Decision != ledger.DecisionRetrySameKey || retry.Row.Attempt != 2 {
+				t.Fatalf("retry: %s attempt %d", retry.Decision, retry.Row.Attempt)
+			}
+			f.report(tokenAcme, key, tc.stale)
+			rec := f.do(http.MethodPost, "/v1/claims", tokenAcme, newClaim("run_1"))
+			wantStatus(t, rec, tc.status)
+			if got := decode[claimResp](t, rec).Row.Attempt; got != tc.attempt {
+				t.Fatalf("attempt after the next claim: %d, want %d", got, tc.attempt)
+			}
+		})
+	}
+	t.Run("a negative attempt is refused", func(t *testing.T) {
+		f := newFixture(t)
+		key := f.mustClaim(tokenAcme, newClaim("run_1"), http.StatusCreated).Row.Key
+		wantError(t, f.do(http.MethodPost, "/v1/claims/"+key+"/outcome", tokenAcme, map[string]any{"kind": "timeout", "attempt": -1}),
+			http.StatusBadRequest, "invalid_input")
+	})
+}

@@ -63,6 +63,9 @@ type OutcomeReport struct {
 	HTTPStatus int                `json:"http_status,omitempty"`
 	ReceiptID  string             `json:"receipt_id,omitempty"`
 	Headers    map[string]string  `json:"headers,omitempty"`
+	// Attempt is the claim answer's row.Attempt (Do sets it): a report that
+	// arrives after a later attempt began leaves that attempt's lease alone.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // ResolveRequest is the body of POST /v1/claims/{key}/resolve (admin token).

@@ -137,10 +137,11 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 	if panicked != nil {
 		// The vendor may have committed before the panic: report unknown so
 		// the row leaves its lease and the resolver looks, then re-raise.
-		_, _ = c.report(ctx, out.Key, OutcomeReport{Kind: ledger.OutcomeNetworkError})
+		_, _ = c.report(ctx, out.Key, OutcomeReport{Kind: ledger.OutcomeNetworkError, Attempt: out.Row.Attempt})
 		panic(panicked)
 	}
 	rep := classify(res, callErr)
+	rep.Attempt = out.Row.Attempt
 	out.Result, out.Kind = res, rep.Kind
 	if rep.Kind != ledger.OutcomeResponse {
 		c.log.WarnContext(ctx, "vendor call got no answer", "key", out.Key, "kind", rep.Kind, "err", callErr)

@@ -104,6 +104,11 @@ func TestReportRetried(t *testing.T) {
 					t.Errorf("resent report %s differs from the first %s", b, bodies[0])
 				}
 			}
+			// The report names the attempt it is for, so a late copy cannot
+			// end a later attempt's lease.
+			if !strings.Contains(bodies[0], `"attempt":1`) {
+				t.Errorf("report %s does not name attempt 1", bodies[0])
+			}
 			if got := v.objectCount(); got != 1 {
 				t.Errorf("vendor objects = %d, want 1", got)
 			}

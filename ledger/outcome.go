@@ -29,7 +29,12 @@ type Outcome struct {
 	HTTPStatus int
 	ReceiptID  string
 	Headers    map[string]string
-	At         time.Time
+	// Attempt is the row's attempt number the outcome is for (the claim
+	// answer's row.attempt); 0 when the runtime does not say. A report for
+	// an earlier attempt is applied, but leaves the lease of the attempt in
+	// flight alone.
+	Attempt int
+	At      time.Time
 }
 
 // Validate checks the outcome's shape.
@@ -45,6 +50,9 @@ func (o Outcome) Validate() error {
 		}
 	default:
 		return fmt.Errorf("%w: kind must be response, timeout or network_error", ErrInvalidOutcome)
+	}
+	if o.Attempt < 0 {
+		return fmt.Errorf("%w: attempt must not be negative", ErrInvalidOutcome)
 	}
 	if !printableASCII(o.ReceiptID, 0, MaxKeyLen) {
 		return fmt.Errorf("%w: receipt_id must be at most %d printable ASCII characters", ErrInvalidOutcome, MaxKeyLen)
@@ -94,7 +102,7 @@ func (o Outcome) header(name string) (string, bool) {
 // 408 and the odd 1xx/3xx are unknown rather than failed because the vendor
 // may have committed; unknown is closed by evidence, never by a new key.
 func Classify(o Outcome) Evidence {
-	ev := Evidence{Source: SourceRuntime, ReceiptID: o.ReceiptID, At: o.At, HTTPStatus: o.HTTPStatus}
+	ev := Evidence{Source: SourceRuntime, ReceiptID: o.ReceiptID, At: o.At, HTTPStatus: o.HTTPStatus, Attempt: o.Attempt}
 	if v, ok := o.header(HeaderIdempotentReplayed); ok {
 		ev.Replayed = strings.EqualFold(v, "true")
 	}

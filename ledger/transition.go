@@ -27,7 +27,9 @@ type Evidence struct {
 	HTTPStatus  int
 	Replayed    bool
 	ShouldRetry *bool
-	At          time.Time
+	// Attempt is the attempt a runtime's evidence is for (0: not said).
+	Attempt int
+	At      time.Time
 }
 
 // Validate checks the evidence's shape.
@@ -123,10 +125,14 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 		return ch, nil
 	}
 
+	// A runtime's report ends the lease of the attempt it is for; a report
+	// of an earlier attempt, arriving after a retry began, must not end the
+	// retry's lease (another claim would get retry_same_key meanwhile).
+	endsLease := ev.Source == SourceRuntime && (ev.Attempt == 0 || ev.Attempt >= row.Attempt)
 	switch {
 	case target == "" || target == row.Status:
 		// Progress, a vendor that did not take the attempt, or a repeat.
-		if row.Status.Open() && ev.Source == SourceRuntime {
+		if row.Status.Open() && endsLease {
 			endAttempt(row, at, p)
 		}
 		return ch, nil
@@ -158,7 +164,9 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 		row.NextCheckAt = time.Time{}
 		row.Resolution = &Resolution{Source: ev.Source, VendorEventID: ev.VendorEventID, Actor: ev.Actor, Note: ev.Note, At: at}
 	case StatusUnknown:
-		endAttempt(row, at, p)
+		if endsLease || ev.Source != SourceRuntime {
+			endAttempt(row, at, p)
+		}
 	}
 	e := newEvent(row, string(target), ev.Source, ev.VendorEventID, at)
 	ch.Event = &e

@@ -102,6 +102,46 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			name:       "a timeout of an earlier attempt leaves the retry's lease alone",
+			row:        func(r *ledger.Row) { r.Attempt = 2 },
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeTimeout, Attempt: 1}),
+			wantStatus: ledger.StatusUnknown, wantChanged: true,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if !after.PendingUntil.Equal(before.PendingUntil) || !after.NextCheckAt.Equal(before.NextCheckAt) {
+					t.Fatalf("pending_until %v → %v, next_check_at %v → %v: the stale report moved them",
+						before.PendingUntil, after.PendingUntil, before.NextCheckAt, after.NextCheckAt)
+				}
+			},
+		},
+		{
+			name:       "a 429 of an earlier attempt leaves the retry's lease alone",
+			row:        func(r *ledger.Row) { r.Attempt = 3 },
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 429, Attempt: 2}),
+			wantStatus: ledger.StatusPending,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if !after.PendingUntil.Equal(before.PendingUntil) {
+					t.Fatalf("pending_until %v → %v", before.PendingUntil, after.PendingUntil)
+				}
+			},
+		},
+		{
+			name:       "a 429 of the current attempt ends its lease",
+			row:        func(r *ledger.Row) { r.Attempt = 3 },
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 429, Attempt: 3}),
+			wantStatus: ledger.StatusPending,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if !after.PendingUntil.Equal(t1) {
+					t.Fatalf("pending_until %v, want %v", after.PendingUntil, t1)
+				}
+			},
+		},
+		{
+			name:       "a success of an earlier attempt still settles the row",
+			row:        func(r *ledger.Row) { r.Attempt = 2 },
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_1", Attempt: 1}),
+			wantStatus: ledger.StatusSucceeded, wantChanged: true,
+		},
+		{
 			name: "runtime 200 replayed records it", ev: runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_1", Headers: map[string]string{"Idempotent-Replayed": "true"}}),
 			wantStatus: ledger.StatusSucceeded, wantChanged: true,
 			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
