@@ -92,7 +92,7 @@ func (s *Server) claim(c echo.Context) error {
 	cl, err := ledger.NewClaim(ledger.ClaimRequest{
 		Tenant: tenant, RunID: b.RunID, Tool: b.Tool, ToolCallID: b.ToolCallID, Vendor: b.Vendor,
 		ToolClass: b.ToolClass, Intent: b.Intent, Key: b.Key, Request: b.Request, Expect: b.Expect,
-		ReplayWindow: s.replayWindow(b.Vendor),
+		ReplayWindow: s.replayWindow(b.Vendor, b.Request),
 		Frozen:       s.frozen(tenant, b.Tool, b.ToolClass),
 	}, s.policy, s.now())
 	if err != nil {

@@ -35,7 +35,7 @@ func (s *Server) compensate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := ledger.NewCompensation(orig, b.Action, s.replayWindow(orig.Vendor),
+	cl, err := ledger.NewCompensation(orig, b.Action, s.replayWindow(orig.Vendor, nil),
 		s.frozen(tenant, orig.Tool, orig.ToolClass), s.policy, s.now())
 	if err != nil {
 		return err

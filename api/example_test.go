@@ -19,7 +19,7 @@ func ExampleNew() {
 	srv, err := api.New(api.Options{
 		Store:        memstore.New(ledger.DefaultPolicy()),
 		Tokens:       map[string]string{"tok_acme": "acme"},
-		ReplayWindow: func(string) time.Duration { return 24 * time.Hour },
+		ReplayWindow: func(string, *ledger.Request) time.Duration { return 24 * time.Hour },
 	})
 	if err != nil {
 		panic(err)

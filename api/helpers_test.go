@@ -91,7 +91,7 @@ func newFixture(t *testing.T, mods ...func(*api.Options)) *fixture {
 		Tokens:      map[string]string{tokenAcme: "acme", tokenGlobex: "globex"},
 		AdminTokens: []string{tokenAdmin},
 		Policy:      ledger.DefaultPolicy(),
-		ReplayWindow: func(vendor string) time.Duration {
+		ReplayWindow: func(vendor string, _ *ledger.Request) time.Duration {
 			if vendor == "stripe" {
 				return 24 * time.Hour
 			}

@@ -57,8 +57,9 @@ type Options struct {
 	BodyLimit int64
 	// Policy is the store's policy (pending TTL, grace).
 	Policy ledger.Policy
-	// ReplayWindow says how long a vendor remembers an idempotency key (nil: 0, no replays).
-	ReplayWindow func(vendor string) time.Duration
+	// ReplayWindow says how long a vendor remembers an idempotency key
+	// sent with req (nil when the claim stores no request); nil: 0, no replays.
+	ReplayWindow func(vendor string, req *ledger.Request) time.Duration
 	// Frozen is the kill switch: true when the tool or its class is frozen
 	// for the tenant (nil: never frozen, or KillSwitch's Frozen).
 	Frozen func(tenant, tool string, class ledger.ToolClass) bool
@@ -93,7 +94,7 @@ type Server struct {
 	auth         *authenticator
 	bodyLimit    int64
 	policy       ledger.Policy
-	replayWindow func(vendor string) time.Duration
+	replayWindow func(vendor string, req *ledger.Request) time.Duration
 	frozen       func(tenant, tool string, class ledger.ToolClass) bool
 	kill         KillSwitch
 	wakeRelay    func()
@@ -146,7 +147,7 @@ func New(o Options) (*Server, error) {
 		s.bodyLimit = DefaultBodyLimit
 	}
 	if s.replayWindow == nil {
-		s.replayWindow = func(string) time.Duration { return 0 }
+		s.replayWindow = func(string, *ledger.Request) time.Duration { return 0 }
 	}
 	if s.frozen == nil {
 		s.frozen = func(string, string, ledger.ToolClass) bool { return false }

@@ -59,7 +59,7 @@ func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
 		Store:        e.store,
 		Tokens:       map[string]string{tokenAcme: "acme"},
 		AdminTokens:  []string{tokenAdmin},
-		ReplayWindow: func(string) time.Duration { return 24 * time.Hour },
+		ReplayWindow: func(string, *ledger.Request) time.Duration { return 24 * time.Hour },
 		Now:          e.clock.Now,
 		PollInterval: 20 * time.Millisecond,
 		Frozen: func(tenant, tool string, class ledger.ToolClass) bool {

@@ -109,7 +109,7 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 		Store:        e.store,
 		Tokens:       map[string]string{tenantToken: tenant},
 		Policy:       ledger.DefaultPolicy(),
-		ReplayWindow: func(string) time.Duration { return replayWindow },
+		ReplayWindow: func(string, *ledger.Request) time.Duration { return replayWindow },
 		Logger:       e.log,
 		Now:          e.clock.Now,
 		PollInterval: 50 * time.Millisecond,

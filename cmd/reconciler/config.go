@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
@@ -100,6 +101,10 @@ func (e *StripeEndpoint) setDefaults() {
 type PayPalConfig struct {
 	APIBase      string        `yaml:"api_base"`
 	ReplayWindow time.Duration `yaml:"replay_window"`
+	// OrdersReplayWindow is how long Orders v2 (/v2/checkout/orders…)
+	// honours a PayPal-Request-Id: 6 h unless PayPal raised it for the
+	// account (up to 72 h). ReplayWindow covers the other APIs.
+	OrdersReplayWindow time.Duration `yaml:"orders_replay_window"`
 	// ClientID and ClientSecret authenticate the postback verification and the resolver's calls.
 	ClientID     string           `yaml:"client_id"`
 	ClientSecret string           `yaml:"client_secret" secret:"true"`
@@ -212,8 +217,9 @@ func Default() Config {
 			SearchLag:    5 * time.Minute,
 		},
 		PayPal: PayPalConfig{
-			APIBase:      "https://api-m.paypal.com",
-			ReplayWindow: 72 * time.Hour,
+			APIBase:            "https://api-m.paypal.com",
+			ReplayWindow:       72 * time.Hour,
+			OrdersReplayWindow: 6 * time.Hour,
 		},
 		Events:   EventsConfig{Stream: "RECON", SubjectPrefix: "recon"},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
@@ -252,11 +258,18 @@ func (c Config) Policy() ledger.Policy {
 // ReplayWindow is how long vendor honours a replay with the same key
 // (api.Options.ReplayWindow); 0 for a vendor without one, whose open rows are
 // then left to the resolver and humans rather than retried.
-func (c Config) ReplayWindow(vendor string) time.Duration {
+func (c Config) ReplayWindow(vendor string, req *ledger.Request) time.Duration {
 	switch vendor {
 	case "stripe":
 		return c.Stripe.ReplayWindow
 	case "paypal":
+		// Orders v2 forgets a PayPal-Request-Id after 6 h, Payments v2
+		// after 45 days: a replay after the API forgot the id creates a
+		// second order. A claim whose request is not known to be outside
+		// Orders v2 gets the shorter window.
+		if req == nil || strings.HasPrefix(req.Path, "/v2/checkout/orders") {
+			return min(c.PayPal.ReplayWindow, c.PayPal.OrdersReplayWindow)
+		}
 		return c.PayPal.ReplayWindow
 	}
 	for _, e := range c.Standard.Endpoints {

@@ -79,6 +79,7 @@ var precedenceSamples = map[string][3]string{
 	"stripe.search_lag":            {"1m", "2m", "3m"},
 	"paypal.api_base":              {"https://file.example", "https://env.example", "https://flag.example"},
 	"paypal.replay_window":         {"6h", "7h", "8h"},
+	"paypal.orders_replay_window":  {"1h", "2h", "3h"},
 	"paypal.client_id":             {"cid-file", "cid-env", "cid-flag"},
 	"paypal.client_secret":         {"cs-file", "cs-env", ""},
 	"paging.pagerduty.url":         {"https://pd.file.example/v2", "https://pd.env.example/v2", "https://pd.flag.example/v2"},
@@ -205,6 +206,9 @@ func loadFull(t *testing.T) Config {
 
 func TestParseConfigFull(t *testing.T) {
 	c := loadFull(t)
+	orders := &ledger.Request{Method: "POST", Path: "/v2/checkout/orders"}
+	capture := &ledger.Request{Method: "POST", Path: "/v2/checkout/orders/5O190127TN364715T/capture"}
+	payments := &ledger.Request{Method: "POST", Path: "/v2/payments/captures/2GG2/refund"}
 	cases := []struct {
 		name      string
 		got, want any
@@ -229,8 +233,12 @@ func TestParseConfigFull(t *testing.T) {
 		{"top-level defaults", [4]any{c.Data, c.HTTP, c.Store, c.BodyLimit}, [4]any{"./data", "127.0.0.1:8080", "bolt", ByteSize(1 << 20)}},
 		{"embedded nats", [2]any{c.EmbeddedNATS(), c.NATSListen}, [2]any{true, "127.0.0.1:4222"}},
 		{"ledger policy", c.Policy(), ledger.Policy{PendingTTL: 15 * time.Minute, Grace: time.Minute}},
-		{"replay windows", [4]time.Duration{c.ReplayWindow("stripe"), c.ReplayWindow("paypal"), c.ReplayWindow("resend"), c.ReplayWindow("sendgrid")},
+		{"replay windows", [4]time.Duration{c.ReplayWindow("stripe", nil), c.ReplayWindow("paypal", payments), c.ReplayWindow("resend", nil), c.ReplayWindow("sendgrid", nil)},
 			[4]time.Duration{24 * time.Hour, 72 * time.Hour, 24 * time.Hour, 0}},
+		// Orders v2 forgets a PayPal-Request-Id after 6 h: its claims, and
+		// PayPal claims that store no request, get that window.
+		{"paypal orders replay windows", [3]time.Duration{c.ReplayWindow("paypal", orders), c.ReplayWindow("paypal", capture), c.ReplayWindow("paypal", nil)},
+			[3]time.Duration{6 * time.Hour, 6 * time.Hour, 6 * time.Hour}},
 		{"paths", [2]string{c.BoltPath(), c.NATSDir()}, [2]string{"data/reconciler.db", "data/nats"}},
 	}
 	for _, tc := range cases {

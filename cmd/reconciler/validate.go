@@ -135,6 +135,7 @@ func (c Config) Validate() error {
 
 	v.httpURL("paypal.api_base", c.PayPal.APIBase, true)
 	v.positive("paypal.replay_window", c.PayPal.ReplayWindow)
+	v.positive("paypal.orders_replay_window", c.PayPal.OrdersReplayWindow)
 	names = map[string]string{}
 	for i, e := range c.PayPal.Endpoints {
 		p := fmt.Sprintf("paypal.endpoints[%d]", i)

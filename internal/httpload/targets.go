@@ -182,7 +182,7 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 		Store:        r.store,
 		Tokens:       map[string]string{r.token: tenant},
 		Policy:       ledger.DefaultPolicy(),
-		ReplayWindow: func(string) time.Duration { return 24 * time.Hour },
+		ReplayWindow: func(string, *ledger.Request) time.Duration { return 24 * time.Hour },
 		Ready: []api.ReadyCheck{
 			{Name: "relay", Check: func(context.Context) error { return r.relay.Healthy() }},
 		},
