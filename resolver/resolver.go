@@ -47,6 +47,10 @@ type Options struct {
 	Lookups map[string]Lookup
 	// Pager receives pages (default: paging.Log on Logger).
 	Pager Pager
+	// Frozen is the kill switch: true when the tool or its class is frozen
+	// for the tenant (nil: never). A frozen row is not replayed — a replay
+	// is a write — but still looked up, and paged once its window closes.
+	Frozen func(tenant, tool string, class ledger.ToolClass) bool
 	// Interval between passes of Run (default 30 s).
 	Interval time.Duration
 	// Limit is how many due rows one pass takes (default 1000).
@@ -374,7 +378,8 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 		return out
 	}
 
-	if row.Request != nil && ledger.RetryAllowed(row, now) {
+	frozen := r.opts.Frozen != nil && r.opts.Frozen(row.Tenant, row.Tool, row.ToolClass)
+	if row.Request != nil && ledger.RetryAllowed(row, now) && !frozen {
 		f, err := lk.Replay(ctx, row)
 		if err != nil {
 			if code := httpStatusOf(err); code >= 500 {
@@ -396,7 +401,8 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	}
 	if now.Before(row.ReplayWindowUntil) {
 		// Not replayable (no request stored, a stored 5xx, not an
-		// idempotent tool): wait for a webhook or the window's end.
+		// idempotent tool, frozen): wait for a webhook, a thaw or the
+		// window's end.
 		out.next = minTime(now.Add(r.backoff(row, now)), row.ReplayWindowUntil.Add(jitter(r.opts.MinBackoff/4)))
 		return out
 	}

@@ -805,3 +805,51 @@ func TestNoLookupPagesAfterLeaseAndWindow(t *testing.T) {
 		t.Fatalf("row not paged once after the lease: %v, triggers %d", got.PagedAt, len(e.pd.got("trigger")))
 	}
 }
+
+// TestFrozenRowIsNotReplayed: the kill switch stops the resolver's replays
+// (a replay is a write), effective at once; a thaw lets the next pass
+// replay; and a row frozen until its window closes is paged, not replayed.
+func TestFrozenRowIsNotReplayed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		thaw      bool
+		wantPOSTs int
+		wantPages int
+	}{
+		{name: "frozen through the window: paged, never replayed", wantPOSTs: 0, wantPages: 1},
+		{name: "thawed inside the window: replayed once", thaw: true, wantPOSTs: 1, wantPages: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var frozen atomic.Bool
+			frozen.Store(true)
+			e := newEnv(t, false, func(o *resolver.Options, _ *env) {
+				o.Frozen = func(tenant, tool string, class ledger.ToolClass) bool {
+					return frozen.Load() && class == ledger.ClassWriteIdempotent
+				}
+			})
+			row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
+			e.report(row, ledger.Outcome{Kind: ledger.OutcomeNetworkError})
+			e.clock.Advance(searchLag + time.Minute)
+			for range 3 {
+				e.pass()
+				e.clock.Advance(10 * time.Minute)
+			}
+			if n := len(e.stripe.keys()); n != 0 {
+				t.Fatalf("%d replays while frozen", n)
+			}
+			if tc.thaw {
+				frozen.Store(false)
+			}
+			for range 20 {
+				e.pass()
+				e.clock.Advance(10 * time.Minute)
+			}
+			if n := len(e.stripe.keys()); n != tc.wantPOSTs {
+				t.Fatalf("replays: %d, want %d", n, tc.wantPOSTs)
+			}
+			if n := len(e.pd.got("trigger")); n != tc.wantPages {
+				t.Fatalf("pages: %d, want %d", n, tc.wantPages)
+			}
+		})
+	}
+}

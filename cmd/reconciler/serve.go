@@ -64,21 +64,23 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.goUntilClose(stageRelay, "relay", relay.Run)
-	if err := m.startResolver(st, js, reg); err != nil {
-		return nil, err
-	}
-	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
-		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
-	})
 
-	// The kill switch: loaded before the API serves (a start-up that cannot
-	// read it fails rather than run with every tool thawed), refreshed every
-	// 2 s so replicas sharing PostgreSQL follow each other's changes.
+	// The kill switch: loaded before the API serves and the resolver
+	// replays (a start-up that cannot read it fails rather than run with
+	// every tool thawed), refreshed every 2 s so replicas sharing
+	// PostgreSQL follow each other's changes.
 	kill := freeze.New(st, freeze.Options{Logger: log.With("component", "freeze")})
 	if _, err := kill.Load(ctx); err != nil {
 		return nil, fmt.Errorf("kill switch: %w", err)
 	}
 	m.goUntilClose(stageResolver, "freeze-refresh", kill.Run)
+
+	if err := m.startResolver(st, js, reg, kill.Frozen); err != nil {
+		return nil, err
+	}
+	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
+		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
+	})
 
 	srv, err := api.New(api.Options{
 		KillSwitch:   kill,
@@ -240,7 +242,7 @@ func (m *Main) NATSURL() string {
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Registerer) error {
+func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool) error {
 	cfg, log := m.Config, m.Logger
 	var pager resolver.Pager = paging.NewLog(log.With("component", "paging"))
 	switch {
@@ -273,7 +275,7 @@ func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Re
 		lookups["paypal"] = pl
 	}
 	res := resolver.New(st, resolver.Options{
-		Lookups: lookups, Pager: pager, Interval: cfg.Resolver.Interval, SearchLag: cfg.Stripe.SearchLag,
+		Lookups: lookups, Pager: pager, Frozen: frozen, Interval: cfg.Resolver.Interval, SearchLag: cfg.Stripe.SearchLag,
 		Now: m.Now, Logger: log.With("component", "resolver"), Registerer: reg,
 	})
 	m.goUntilClose(stageResolver, "resolver", res.Run)
