@@ -68,7 +68,7 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 	if ledger.ValidateTenant(tenant) != nil || ledger.ValidateRunID(runID) != nil || ledger.ValidateKey(key) != nil {
 		return ledger.Event{}, fmt.Errorf("await %s: %w: tenant, run_id or key", key, ErrInvalidEvent)
 	}
-	if err := validPrefix(cfg.prefix); err != nil {
+	if err := ValidSubjectPrefix(cfg.prefix); err != nil {
 		return ledger.Event{}, fmt.Errorf("await %s: %w", key, err)
 	}
 	if cfg.pollInterval <= 0 {

@@ -3,11 +3,30 @@ package events
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// redactURLs drops the user information of every URL in a comma-separated
+// list: a nats:// URL may carry a token as its user name, which nats.go's
+// own redaction (passwords only) keeps.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			parts[i] = "(unparsable url)"
+			continue
+		}
+		u.User = nil
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
 
 // Connect dials NATS for the relay and Await with reconnection that never
 // gives up (the outbox holds events through any outage; the relay's Healthy
@@ -23,11 +42,12 @@ func Connect(url string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, je
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			// The redacted URL: a nats:// URL may carry credentials.
-			log.Warn("nats disconnected", "url", nc.ConnectedUrlRedacted(), "err", err)
+			// After a disconnect the connection has no current server; the
+			// configured list names them all.
+			log.Warn("nats disconnected", "servers", redactURLs(url), "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats reconnected", "url", redactURLs(nc.ConnectedUrl()))
 		}),
 	}
 	nc, err := nats.Connect(url, append(opts, extra...)...)

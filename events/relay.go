@@ -136,7 +136,7 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	if opts.SubjectPrefix == "" {
 		opts.SubjectPrefix = DefaultSubjectPrefix
 	}
-	if err := validPrefix(opts.SubjectPrefix); err != nil {
+	if err := ValidSubjectPrefix(opts.SubjectPrefix); err != nil {
 		return nil, fmt.Errorf("new relay: %w", err)
 	}
 	if opts.Batch <= 0 {

@@ -59,7 +59,7 @@ func (c StreamConfig) withDefaults() StreamConfig {
 // safe to call on every start and from several replicas.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
-	if err := validPrefix(cfg.SubjectPrefix); err != nil {
+	if err := ValidSubjectPrefix(cfg.SubjectPrefix); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 	}
 	if cfg.Duplicates < 0 || cfg.MaxAge < 0 {
@@ -101,7 +101,7 @@ func Subject(prefix string, ev ledger.Event) (string, error) {
 	if prefix == "" {
 		prefix = DefaultSubjectPrefix
 	}
-	if err := validPrefix(prefix); err != nil {
+	if err := ValidSubjectPrefix(prefix); err != nil {
 		return "", err
 	}
 	if ledger.ValidateTenant(ev.Tenant) != nil {
@@ -139,8 +139,9 @@ func resolution(status string) bool {
 	return false
 }
 
-// validPrefix accepts dot-separated tokens of [A-Za-z0-9_-].
-func validPrefix(p string) error {
+// ValidSubjectPrefix checks a subject prefix: dot-separated tokens of
+// [A-Za-z0-9_-]{1,128}, the alphabet of the run_id token that follows it.
+func ValidSubjectPrefix(p string) error {
 	if p == "" {
 		return errors.New("empty subject prefix")
 	}

@@ -396,6 +396,10 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:2: events.stream: invalid stream name "a.b"`}},
 		{"bad subject prefix", "events:\n  subject_prefix: recon.>\n",
 			nil, []string{`cfg.yaml:2: events.subject_prefix: invalid subject prefix`}},
+		// A token NATS would take but the stream refuses is refused here,
+		// where the error can name the line.
+		{"subject prefix with a colon", "events:\n  subject_prefix: \"recon:v1\"\n",
+			nil, []string{`cfg.yaml:2: events.subject_prefix: invalid subject prefix`}},
 		{"bad pager webhook url", "paging:\n  webhook: {url: \"hooks.example/SeKrEt\"}\n",
 			nil, []string{`cfg.yaml:2: paging.webhook.url: want an http(s) URL`}},
 		{"bad api base", "stripe:\n  api_base: api.stripe.com\n",

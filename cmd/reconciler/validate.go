@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -371,11 +372,8 @@ func (v *validator) events(e EventsConfig) {
 	if ledger.ValidateTenant(e.Stream) != nil {
 		v.add("events.stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.Stream, 40))
 	}
-	for _, tok := range strings.Split(e.SubjectPrefix, ".") {
-		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") || !printable(tok) {
-			v.add("events.subject_prefix", "invalid subject prefix %q: want dot-separated tokens without spaces or wildcards", truncate(e.SubjectPrefix, 40))
-			break
-		}
+	if events.ValidSubjectPrefix(e.SubjectPrefix) != nil {
+		v.add("events.subject_prefix", "invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", truncate(e.SubjectPrefix, 40))
 	}
 }
 
