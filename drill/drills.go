@@ -570,8 +570,8 @@ func pageOnce(ctx context.Context, e *env) Result {
 		e.clock.Advance(2 * time.Hour) // past any backoff: the row is due again
 	}
 	triggers := pd.Triggers()
-	c.expect(len(triggers) == 1 && triggers[0] == paging.DedupKey(out.Key),
-		"pagerduty got %d triggers in %d passes, want 1 for %s", len(triggers), passes, paging.DedupKey(out.Key))
+	c.expect(len(triggers) == 1 && triggers[0] == paging.DedupKey(tenant, out.Key),
+		"pagerduty got %d triggers in %d passes, want 1 for %s", len(triggers), passes, paging.DedupKey(tenant, out.Key))
 	row, err := rc.Get(ctx, out.Key)
 	c.expect(err == nil && !row.PagedAt.IsZero() && row.Status == ledger.StatusUnknown,
 		"row %s paged_at=%v (%v), want unknown and paged", row.Status, row.PagedAt, err)

@@ -11,7 +11,7 @@
 //   - EnsureStream creates or updates stream RECON: subjects recon.>, file
 //     storage, a 1 h duplicates window (never longer than MaxAge).
 //   - Relay publishes outbox records in commit order on
-//     recon.<tenant>.<run_id>.<status> with Nats-Msg-Id <key>:<status>, and
+//     recon.<tenant>.<run_id>.<status> with Nats-Msg-Id <tenant>:<key>:<status>, and
 //     deletes a record only after its PubAck (a duplicate ack counts).
 //   - Await returns the first resolution (succeeded, failed_poison,
 //     escalated) of a key, from the stream and, with WithLedger, from a poll

@@ -386,3 +386,24 @@ func TestRelayWake(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayTwoTenantsOneBusinessKey: two tenants resolving the same
+// business key to the same status are two messages, not one message and a
+// duplicate (the Nats-Msg-Id carries the tenant).
+func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
+	s := startServer(t, t.TempDir(), "", false)
+	js := connect(t, s.ClientURL())
+	st := ensureStream(t, js)
+	out := newFakeOutbox()
+	a, b := event(1, "succeeded"), event(1, "succeeded")
+	a.Key, b.Key = "cart-123", "cart-123"
+	b.Tenant = "globex"
+	out.add(a, b)
+	r, err := events.NewRelay(out, js, fastRelay(nil, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+	checkStream(t, st, []ledger.Event{a, b})
+}

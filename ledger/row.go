@@ -134,9 +134,12 @@ type Event struct {
 // EventEscalated is the event status published when a row is paged.
 const EventEscalated = "escalated"
 
-// MsgID is the JetStream Nats-Msg-Id of the event: <key>:<status>, so a relay
-// that publishes twice is stored once.
-func (e Event) MsgID() string { return e.Key + ":" + e.Status }
+// MsgID is the JetStream Nats-Msg-Id of the event: <tenant>:<key>:<status>,
+// so a relay that publishes twice is stored once. The tenant is part of it
+// because a business key may exist in two tenants: with <key>:<status>
+// alone (ARCHITECTURE.md §6), the second tenant's resolution inside the
+// duplicates window was dropped as a duplicate of the first's.
+func (e Event) MsgID() string { return e.Tenant + ":" + e.Key + ":" + e.Status }
 
 // OutboxRecord is an Event waiting to be published, in commit order.
 type OutboxRecord struct {

@@ -148,8 +148,10 @@ func TestEventMsgID(t *testing.T) {
 		e    ledger.Event
 		want string
 	}{
-		{ledger.Event{Key: vecKeyAcme, Status: "succeeded"}, vecKeyAcme + ":succeeded"},
-		{ledger.Event{Key: "cart-42", Status: ledger.EventEscalated}, "cart-42:escalated"},
+		{ledger.Event{Tenant: "acme", Key: vecKeyAcme, Status: "succeeded"}, "acme:" + vecKeyAcme + ":succeeded"},
+		{ledger.Event{Tenant: "acme", Key: "cart-42", Status: ledger.EventEscalated}, "acme:cart-42:escalated"},
+		// Two tenants' resolutions of one business key are two messages.
+		{ledger.Event{Tenant: "globex", Key: "cart-42", Status: ledger.EventEscalated}, "globex:cart-42:escalated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -374,7 +374,7 @@ func TestApply(t *testing.T) {
 				if !reflect.DeepEqual(*e, want) {
 					t.Fatalf("event:\n got %+v\nwant %+v", *e, want)
 				}
-				if e.MsgID() != row.Key+":"+string(tt.wantStatus) {
+				if e.MsgID() != row.Tenant+":"+row.Key+":"+string(tt.wantStatus) {
 					t.Fatalf("MsgID = %s", e.MsgID())
 				}
 				if !row.UpdatedAt.Equal(tt.ev.At) {
@@ -451,7 +451,7 @@ func TestEscalate(t *testing.T) {
 			if !row.PagedAt.Equal(at) || row.PagedAt.Location() != time.UTC || !row.UpdatedAt.Equal(at) || row.Status != tt.status {
 				t.Fatalf("row paged_at %v updated_at %v status %s", row.PagedAt, row.UpdatedAt, row.Status)
 			}
-			if e.Status != ledger.EventEscalated || e.Source != ledger.SourceResolver || e.Key != row.Key || e.MsgID() != row.Key+":escalated" || !e.At.Equal(at) {
+			if e.Status != ledger.EventEscalated || e.Source != ledger.SourceResolver || e.Key != row.Key || e.MsgID() != row.Tenant+":"+row.Key+":escalated" || !e.At.Equal(at) {
 				t.Fatalf("event %+v", e)
 			}
 			if _, again := ledger.Escalate(&row, at.Add(time.Hour)); again {

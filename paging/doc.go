@@ -4,7 +4,7 @@
 // configured).
 //
 // Every pager is idempotent by dedup key: the resolver pages a row with
-// DedupKey(row key) ("recon:<key>"), so a trigger that is retried, or sent
+// DedupKey(tenant, row key) ("recon:<tenant>:<key>"), so a trigger that is retried, or sent
 // again by a second replica, lands on the same PagerDuty alert instead of a
 // new one, and the resolve for the same key closes it.
 //

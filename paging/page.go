@@ -57,14 +57,17 @@ var (
 	ErrInvalidPage = errors.New("invalid page")
 )
 
-// DedupKey returns the dedup key of a ledger row key: "recon:<key>". A key
-// too long for PagerDuty's 255 characters is replaced by its SHA-256, so
-// the dedup key stays deterministic.
-func DedupKey(key string) string {
-	if len(DedupPrefix)+len(key) <= MaxDedupKeyLen {
-		return DedupPrefix + key
+// DedupKey returns the dedup key of a ledger row: "recon:<tenant>:<key>".
+// The tenant is part of it because a business key may exist in two
+// tenants, whose pages must not fold into one alert (nor one's resolve
+// close the other's). A key too long for PagerDuty's 255 characters is
+// replaced by the SHA-256 of tenant and key, so it stays deterministic.
+func DedupKey(tenant, key string) string {
+	id := tenant + ":" + key
+	if len(DedupPrefix)+len(id) <= MaxDedupKeyLen {
+		return DedupPrefix + id
 	}
-	sum := sha256.Sum256([]byte(key))
+	sum := sha256.Sum256([]byte(id))
 	return DedupPrefix + "sha256:" + hex.EncodeToString(sum[:])
 }
 

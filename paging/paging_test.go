@@ -82,7 +82,7 @@ func TestPagerDutyTrigger(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = pd.Trigger(context.Background(), paging.Page{
-				DedupKey: paging.DedupKey("k1"), Summary: strings.Repeat("s", 2000),
+				DedupKey: paging.DedupKey("acme", "k1"), Summary: strings.Repeat("s", 2000),
 				CustomDetails: map[string]any{"tenant": "acme"},
 			})
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
@@ -96,7 +96,7 @@ func TestPagerDutyTrigger(t *testing.T) {
 				t.Fatalf("calls = %d, want %d", len(evs), tc.wantCalls)
 			}
 			for _, ev := range evs {
-				if ev["dedup_key"] != "recon:k1" || ev["event_action"] != "trigger" || ev["routing_key"] != routingKey {
+				if ev["dedup_key"] != "recon:acme:k1" || ev["event_action"] != "trigger" || ev["routing_key"] != routingKey {
 					t.Errorf("event = %v", ev)
 				}
 				p, _ := ev["payload"].(map[string]any)
@@ -159,14 +159,14 @@ func TestPagerDutyResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pd.Resolve(context.Background(), paging.DedupKey("k2")); err != nil {
+	if err := pd.Resolve(context.Background(), paging.DedupKey("acme", "k2")); err != nil {
 		t.Fatal(err)
 	}
 	evs := f.got()
 	if len(evs) != 2 {
 		t.Fatalf("calls = %d, want 2", len(evs))
 	}
-	if ev := evs[1]; ev["event_action"] != "resolve" || ev["dedup_key"] != "recon:k2" || ev["payload"] != nil {
+	if ev := evs[1]; ev["event_action"] != "resolve" || ev["dedup_key"] != "recon:acme:k2" || ev["payload"] != nil {
 		t.Errorf("event = %v", ev)
 	}
 }
@@ -211,20 +211,24 @@ func TestInvalidPage(t *testing.T) {
 
 func TestDedupKey(t *testing.T) {
 	long := strings.Repeat("k", 255)
-	for _, tc := range []struct{ name, key, want string }{
-		{"short", "abc", "recon:abc"},
-		{"fits", strings.Repeat("k", 249), "recon:" + strings.Repeat("k", 249)},
+	for _, tc := range []struct{ name, tenant, key, want string }{
+		{"short", "acme", "abc", "recon:acme:abc"},
+		{"another tenant's same key", "globex", "abc", "recon:globex:abc"},
+		{"fits", "acme", strings.Repeat("k", 244), "recon:acme:" + strings.Repeat("k", 244)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := paging.DedupKey(tc.key); got != tc.want {
+			if got := paging.DedupKey(tc.tenant, tc.key); got != tc.want {
 				t.Errorf("DedupKey = %q, want %q", got, tc.want)
 			}
 		})
 	}
-	t.Run("too long is hashed, deterministic", func(t *testing.T) {
-		got := paging.DedupKey(long)
-		if len(got) > paging.MaxDedupKeyLen || got != paging.DedupKey(long) || !strings.HasPrefix(got, "recon:sha256:") {
+	t.Run("too long is hashed, deterministic, per tenant", func(t *testing.T) {
+		got := paging.DedupKey("acme", long)
+		if len(got) > paging.MaxDedupKeyLen || got != paging.DedupKey("acme", long) || !strings.HasPrefix(got, "recon:sha256:") {
 			t.Errorf("DedupKey(long) = %q", got)
+		}
+		if got == paging.DedupKey("globex", long) {
+			t.Errorf("two tenants share the dedup key %q", got)
 		}
 	})
 }

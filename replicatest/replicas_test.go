@@ -147,7 +147,7 @@ func TestThreeReplicasKillOne(t *testing.T) {
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				t.Fatalf("decode event: %v", err)
 			}
-			if want := ev.Key + ":" + ev.Status; id != want {
+			if want := ev.Tenant + ":" + ev.Key + ":" + ev.Status; id != want {
 				t.Errorf("msg id %q, want %q", id, want)
 			}
 			if want := prefix + "." + tenant + ".run_rt_" + run + "." + ev.Status; m.Subject != want {

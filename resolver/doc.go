@@ -61,7 +61,7 @@
 // transaction, so the order is: Pager.Trigger first, then Escalate. If the
 // trigger fails the row stays unpaged and the next pass triggers again; if
 // Escalate fails after a delivered trigger, the next pass triggers again
-// too — harmless, because every trigger carries dedup_key "recon:<key>"
+// too — harmless, because every trigger carries dedup_key "recon:<tenant>:<key>"
 // and PagerDuty folds a trigger for an open alert into that alert. The
 // other order (Escalate, then Trigger) would lose the page for good when
 // the trigger failed, since the row would already say paged. A row whose

@@ -78,7 +78,7 @@ func TestConsumeResolvesPagesFromTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ev := range e.pd.got("resolve") {
-		if ev["dedup_key"] != "recon:k-paged" {
+		if ev["dedup_key"] != "recon:acme:k-paged" {
 			t.Errorf("resolve for %v: only the paged row's page is resolved", ev["dedup_key"])
 		}
 	}

@@ -41,7 +41,7 @@ func (p *PageResolver) HandleEvent(ctx context.Context, ev ledger.Event) error {
 	default:
 		return nil
 	}
-	dk := paging.DedupKey(ev.Key)
+	dk := paging.DedupKey(ev.Tenant, ev.Key)
 	if err := p.pager.Resolve(ctx, dk); err != nil {
 		return fmt.Errorf("resolve page %s: %w", dk, err)
 	}

@@ -446,7 +446,7 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 		return out
 	}
 	p := paging.Page{
-		DedupKey: paging.DedupKey(row.Key),
+		DedupKey: paging.DedupKey(row.Tenant, row.Key),
 		Summary: fmt.Sprintf("reconciler: %s %s call for tenant %s is %s (%s); check the vendor before any retry",
 			row.Vendor, row.Tool, row.Tenant, row.Status, why),
 		Source:        r.opts.Source,

@@ -302,7 +302,7 @@ func TestWindowClosedPagesOnceAndResolvesAfterLateSuccess(t *testing.T) {
 	if len(triggers) != 1 {
 		t.Fatalf("triggers = %d, want exactly 1 over 6 passes", len(triggers))
 	}
-	if dk := triggers[0]["dedup_key"]; dk != "recon:"+row.Key {
+	if dk := triggers[0]["dedup_key"]; dk != "recon:"+row.Tenant+":"+row.Key {
 		t.Errorf("dedup_key = %v, want recon:%s", dk, row.Key)
 	}
 	details := triggers[0]["payload"].(map[string]any)["custom_details"].(map[string]any)
@@ -350,7 +350,7 @@ func TestWindowClosedPagesOnceAndResolvesAfterLateSuccess(t *testing.T) {
 		t.Fatalf("resolves = %d, want 2 (one per delivery of the succeeded event)", len(resolves))
 	}
 	for _, r := range resolves {
-		if r["dedup_key"] != "recon:"+row.Key || r["routing_key"] != "rk_test" {
+		if r["dedup_key"] != "recon:"+row.Tenant+":"+row.Key || r["routing_key"] != "rk_test" {
 			t.Errorf("resolve = %v", r)
 		}
 	}

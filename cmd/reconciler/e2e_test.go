@@ -163,8 +163,8 @@ func TestE2EClaimTimeoutResolve(t *testing.T) {
 		"recon.default.run_e2e.unknown":   1,
 		"recon.default.run_e2e.succeeded": 1,
 	})
-	checkMsgID(t, js, "recon.default.run_e2e.succeeded", key+":succeeded")
-	checkMsgID(t, js, "recon.default.run_e2e.unknown", key+":unknown")
+	checkMsgID(t, js, "recon.default.run_e2e.succeeded", "default:"+key+":succeeded")
+	checkMsgID(t, js, "recon.default.run_e2e.unknown", "default:"+key+":unknown")
 }
 
 // TestE2EKillBetweenCommitAndPublish commits a transition while NATS is down,
@@ -240,7 +240,7 @@ func TestE2EKillBetweenCommitAndPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSubjects(t, js, "recon.default.run_e2e.>", map[string]uint64{"recon.default.run_e2e.unknown": 1})
-	checkMsgID(t, js, "recon.default.run_e2e.unknown", key+":unknown")
+	checkMsgID(t, js, "recon.default.run_e2e.unknown", "default:"+key+":unknown")
 }
 
 // TestE2EChild is the process TestE2EKillBetweenCommitAndPublish kills.

@@ -97,5 +97,5 @@ stripe:
 		"recon.default.run_e2e.unknown":   1,
 		"recon.default.run_e2e.succeeded": 1,
 	})
-	checkMsgID(t, js, "recon.default.run_e2e.succeeded", key+":succeeded")
+	checkMsgID(t, js, "recon.default.run_e2e.succeeded", "default:"+key+":succeeded")
 }

@@ -129,11 +129,13 @@ func startObserver(ctx context.Context, url string, t *lagTracker, now func() ti
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		at := now()
-		// Nats-Msg-Id is <key>:<status>; a key never holds ':' in this run
-		// (minted keys are hex).
+		// Nats-Msg-Id is <tenant>:<key>:<status>; a tenant never holds ':',
+		// and a key never does in this run (minted keys are hex).
 		id := msg.Headers().Get(jetstream.MsgIDHeader)
-		if i := strings.LastIndexByte(id, ':'); i > 0 {
-			t.arrive(id[:i], at)
+		if _, rest, ok := strings.Cut(id, ":"); ok {
+			if i := strings.LastIndexByte(rest, ':'); i > 0 {
+				t.arrive(rest[:i], at)
+			}
 		}
 	})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // eventKey is what identifies an outbox record for the suite: the
-// JetStream message id <key>:<status>.
+// JetStream message id <tenant>:<key>:<status>.
 func eventKeys(recs []ledger.OutboxRecord) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
@@ -36,7 +36,7 @@ func testOutbox(t *testing.T, open Open) {
 	}{
 		{"a times out", func() (bool, string) {
 			_, ch := e.report(tenantA, a.Key, timeout(time.Second))
-			return ch.Changed, a.Key + ":unknown"
+			return ch.Changed, a.Tenant + ":" + a.Key + ":unknown"
 		}},
 		{"b gets a 429 (no transition)", func() (bool, string) {
 			_, ch := e.report(tenantA, b.Key, response(429, "", time.Second))
@@ -54,14 +54,14 @@ func testOutbox(t *testing.T, open Open) {
 			if err != nil {
 				t.Fatalf("Escalate: %v", err)
 			}
-			return ok, c.Key + ":escalated"
+			return ok, c.Tenant + ":" + c.Key + ":escalated"
 		}},
 		{"a succeeds by webhook", func() (bool, string) {
 			res, err := e.s.Ingest(e.ctx, byLocalID(a, "evt_a", evSucceeded))
 			if err != nil {
 				t.Fatalf("Ingest: %v", err)
 			}
-			return res.Change.Changed, a.Key + ":succeeded"
+			return res.Change.Changed, a.Tenant + ":" + a.Key + ":succeeded"
 		}},
 		{"a's webhook again (duplicate)", func() (bool, string) {
 			res, err := e.s.Ingest(e.ctx, byLocalID(a, "evt_a", evSucceeded))
@@ -75,11 +75,11 @@ func testOutbox(t *testing.T, open Open) {
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
-			return ch.Changed, c.Key + ":failed_poison"
+			return ch.Changed, c.Tenant + ":" + c.Key + ":failed_poison"
 		}},
 		{"b fails by a 400", func() (bool, string) {
 			_, ch := e.report(tenantA, b.Key, response(400, "", 3*time.Hour))
-			return ch.Changed, b.Key + ":failed_poison"
+			return ch.Changed, b.Tenant + ":" + b.Key + ":failed_poison"
 		}},
 	}
 	for _, st := range steps {

@@ -196,7 +196,7 @@ func (r *randomRun) step(i int) {
 			t.Fatalf("op %d Escalate: %v", i, err)
 		}
 		if paged {
-			r.events = append(r.events, id.key+":"+ledger.EventEscalated)
+			r.events = append(r.events, id.tenant+":"+id.key+":"+ledger.EventEscalated)
 		}
 	case p < 91:
 		id, ok := r.randomKnown()
