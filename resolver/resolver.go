@@ -329,6 +329,11 @@ func (o *outcome) failVendor(err error) outcome {
 func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now time.Time) outcome {
 	var out outcome
 	inFlight := now.Before(row.PendingUntil)
+	// A row the lookup cannot decide — the vendor keeps failing (a
+	// restricted key, an unknown object kind) or its object never settles
+	// — is paged once its replay window has been closed for MaxBackoff:
+	// else nobody would hear of it.
+	stuck := !inFlight && now.After(row.ReplayWindowUntil.Add(r.opts.MaxBackoff))
 	if lk == nil {
 		if inFlight || now.Before(row.ReplayWindowUntil) {
 			return out
@@ -339,7 +344,11 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	if row.UpstreamReceiptID != "" {
 		f, err := lk.Retrieve(ctx, row)
 		if err != nil {
-			return out.failVendor(fmt.Errorf("retrieve %s: %w", row.UpstreamReceiptID, err))
+			out = out.failVendor(fmt.Errorf("retrieve %s: %w", row.UpstreamReceiptID, err))
+			if stuck {
+				return r.page(ctx, row, now, "the vendor lookup keeps failing after the replay window", out)
+			}
+			return out
 		}
 		if f.Found {
 			out.add(ActionFound)
@@ -355,7 +364,11 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	switch {
 	case errors.Is(err, ErrNoLookup):
 	case err != nil:
-		return out.failVendor(fmt.Errorf("find %s: %w", row.MetadataLocalID, err))
+		out = out.failVendor(fmt.Errorf("find %s: %w", row.MetadataLocalID, err))
+		if stuck {
+			return r.page(ctx, row, now, "the vendor lookup keeps failing after the replay window", out)
+		}
+		return out
 	case f.Found:
 		out.add(ActionFound)
 		return r.settle(ctx, row, f, now, out)
@@ -431,6 +444,9 @@ func (r *Resolver) settle(ctx context.Context, row ledger.Row, f Finding, now ti
 			// runtime meant to do: a human must look, now.
 			return r.page(ctx, updated, now, "vendor object disagrees with the expected amount", out)
 		}
+	}
+	if now.After(updated.ReplayWindowUntil.Add(r.opts.MaxBackoff)) && !now.Before(updated.PendingUntil) {
+		return r.page(ctx, updated, now, "the vendor object has not settled long after the replay window", out)
 	}
 	return out // progress: the receipt is stored, look again later
 }

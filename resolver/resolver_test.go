@@ -853,3 +853,49 @@ func TestFrozenRowIsNotReplayed(t *testing.T) {
 		})
 	}
 }
+
+// TestStuckRowIsPagedOnce: a row the lookup can never decide — Stripe
+// refuses every call (a restricted key), or the object stays in
+// requires_action — is paged once its replay window has been closed for
+// MaxBackoff (1 h by default), and only once; before that it is not.
+func TestStuckRowIsPagedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(e *env) ledger.Row
+	}{
+		{"every call refused", func(e *env) ledger.Row {
+			row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
+			row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+			e.stripe.set(func(f *fakeStripe) { f.failAll = http.StatusForbidden })
+			return row
+		}},
+		{"object never settles", func(e *env) ledger.Row {
+			e.stripe.put(map[string]any{"id": "pi_stuck", "object": "payment_intent", "status": "requires_action", "amount": 1000, "currency": "usd"}, e.clock.Now())
+			row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
+			return e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout, ReceiptID: "pi_stuck"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, false)
+			row := tc.setup(e)
+			// Inside the window and the hour after it: no page.
+			for range 17 {
+				e.clock.Advance(10 * time.Minute)
+				e.pass()
+			}
+			if n := len(e.pd.got("trigger")); n != 0 {
+				t.Fatalf("%d pages before the window had been closed an hour", n)
+			}
+			for range 30 {
+				e.clock.Advance(20 * time.Minute)
+				e.pass()
+			}
+			if n := len(e.pd.got("trigger")); n != 1 {
+				t.Fatalf("pages: %d, want 1", n)
+			}
+			if got := e.get(row); got.PagedAt.IsZero() || !got.Status.Open() {
+				t.Fatalf("row %s paged_at %v, want open and paged", got.Status, got.PagedAt)
+			}
+		})
+	}
+}
