@@ -182,6 +182,9 @@ func (s *Server) awaitRow(ctx context.Context, cl ledger.Claim, res ledger.Claim
 		case <-deadline.C:
 			release()
 			return res, nil
+		case <-s.stopWaits:
+			release()
+			return res, nil
 		case <-ctx.Done():
 			release()
 			return res, ctx.Err()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -107,7 +108,11 @@ type Server struct {
 	log          *slog.Logger
 	now          func() time.Time
 	watch        *watchers
-	e            *echo.Echo
+	// stopWaits closes when the server shuts down (EndWaits): long polls
+	// answer at once instead of holding the shutdown for up to MaxWait.
+	stopWaits chan struct{}
+	stopOnce  sync.Once
+	e         *echo.Echo
 }
 
 //go:embed openapi.yaml
@@ -139,6 +144,7 @@ func New(o Options) (*Server, error) {
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
 		wakeRelay: o.WakeRelay,
 		watch:     newWatchers(),
+		stopWaits: make(chan struct{}),
 	}
 	if err := s.useKillSwitch(o); err != nil {
 		return nil, fmt.Errorf("api: options: %w", err)
@@ -222,6 +228,12 @@ func (s *Server) routes() *echo.Echo {
 	s.freezeRoutes(e, adminOnly)
 	return e
 }
+
+// EndWaits makes every long-polling claim (?wait=) answer now with what it
+// knows (409 wait for a row still in flight), and later ones answer without
+// waiting: a graceful shutdown then waits for requests, not for MaxWait.
+// Register it with http.Server.RegisterOnShutdown. Safe to call twice.
+func (s *Server) EndWaits() { s.stopOnce.Do(func() { close(s.stopWaits) }) }
 
 func (s *Server) openapi(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", openAPISpec)

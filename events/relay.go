@@ -252,6 +252,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// Drain publishes what the outbox holds, once, within ctx: the last step of
+// a graceful shutdown (STYLE.md §5: stop intake, stop the resolver, drain
+// the relay), after Run has returned, so events committed by the last
+// requests do not wait for the next start. It stops at the first failure
+// (NATS down: the records stay for the next start) and fails if Run is
+// running.
+func (r *Relay) Drain(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("relay: drain while running")
+	}
+	defer r.running.Store(false)
+	if err := r.drain(ctx); err != nil {
+		return fmt.Errorf("relay drain: %w", err)
+	}
+	return nil
+}
+
 // Wake makes Run read the outbox and publish now, cutting short a backoff
 // after a failure or the wait for the next tick; records that are still
 // pending are then published again. It never blocks; a Wake while Run is

@@ -407,3 +407,46 @@ func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
 	waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 	checkStream(t, st, []ledger.Event{a, b})
 }
+
+// TestRelayDrain: after Run has stopped, Drain publishes what is left in
+// the outbox, in order, within its context; it refuses to run beside Run,
+// and with NATS unreachable it returns an error and keeps the records.
+func TestRelayDrain(t *testing.T) {
+	s := startServer(t, t.TempDir(), "", false)
+	js := connect(t, s.ClientURL())
+	st := ensureStream(t, js)
+	out := newFakeOutbox()
+	r, err := events.NewRelay(out, js, fastRelay(nil, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runRelay(t, r)
+	waitFor(t, 10*time.Second, "relay running", func() bool { return r.Healthy() == nil })
+	if err := r.Drain(t.Context()); err == nil {
+		t.Fatal("Drain beside Run: no error")
+	}
+	stop()
+	out.mu.Lock()
+	out.quiet = true
+	out.mu.Unlock()
+	evs := []ledger.Event{event(0, "succeeded"), event(1, "unknown"), event(2, "succeeded"), event(3, "failed_poison"), event(4, "succeeded")}
+	out.add(evs...) // committed by the last requests, after Run stopped
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if n := out.len(); n != 0 {
+		t.Fatalf("outbox after Drain: %d records", n)
+	}
+	checkStream(t, st, evs)
+
+	shutdown(t, s)
+	out.add(event(5, "succeeded"))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := r.Drain(ctx); err == nil {
+		t.Fatal("Drain with NATS down: no error")
+	}
+	if n := out.len(); n != 1 {
+		t.Fatalf("outbox after a failed Drain: %d records, want 1", n)
+	}
+}

@@ -262,3 +262,42 @@ func TestE2EChild(t *testing.T) {
 	fmt.Printf("E2E-ADDR %s\n", m.HTTPAddr())
 	select {} // until SIGKILL
 }
+
+// TestE2EShutdownEndsLongPolls: a claim long-polling with ?wait=30s on a
+// row in flight does not hold a graceful shutdown: it answers 409 wait at
+// once, and Close finishes every stage in a fraction of its budget.
+func TestE2EShutdownEndsLongPolls(t *testing.T) {
+	m := startMain(t, e2eEnv, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	addr := m.HTTPAddr()
+	code, body := call(t, addr, e2eToken, "POST", "/v1/claims", e2eClaim)
+	if code != http.StatusCreated {
+		t.Fatalf("claim = %d %v", code, body)
+	}
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		c, b := call(t, addr, e2eToken, "POST", "/v1/claims?wait=30s", e2eClaim)
+		polled <- answer{c, b}
+	}()
+	time.Sleep(300 * time.Millisecond) // the long poll is waiting on the lease
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Close took %s: the long poll held the shutdown", d)
+	}
+	select {
+	case a := <-polled:
+		if a.code != http.StatusConflict || a.body["decision"] != "wait" {
+			t.Fatalf("long poll answered %d %v, want 409 wait", a.code, a.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the long poll did not answer")
+	}
+}

@@ -43,6 +43,9 @@ type Main struct {
 	httpAddr string
 	natsURL  string
 	fatal    chan error
+	// onShutdownHTTP runs when the HTTP server starts shutting down
+	// (http.Server.RegisterOnShutdown): the API ends its long polls.
+	onShutdownHTTP []func()
 }
 
 // NewMain returns a Main reading the process's environment and clock.
@@ -144,6 +147,9 @@ func (m *Main) Run(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second, // slow-loris guard; bodies are capped by BodyLimit
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+	}
+	for _, fn := range m.onShutdownHTTP {
+		srv.RegisterOnShutdown(fn)
 	}
 	served := make(chan struct{})
 	go func() { // owner: Main; exits when the "http" closer shuts the server down

@@ -63,6 +63,15 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Closers of a stage run last-registered first: Run stops, then one
+	// last pass publishes what the final requests committed.
+	m.onClose(stageRelay, "relay-drain", func(ctx context.Context) error {
+		if err := relay.Drain(ctx); err != nil {
+			// Nothing is lost: the records wait in the outbox for the next start.
+			log.Warn("relay: last pass at shutdown did not finish; events stay in the outbox", "err", err)
+		}
+		return nil
+	})
 	m.goUntilClose(stageRelay, "relay", relay.Run)
 
 	// The kill switch: loaded before the API serves and the resolver
@@ -125,6 +134,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.onClose(stageHTTP, "webhooks", func(context.Context) error { wh.Close(); return nil })
+	m.onShutdownHTTP = append(m.onShutdownHTTP, srv.EndWaits)
 	wh.Register(srv.Echo())
 	return srv.Handler(), nil
 }
