@@ -54,9 +54,14 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	return c
 }
 
-// EnsureStream creates the event stream or updates it to cfg: subjects
-// <prefix>.>, file storage, the de-duplication window and max age. It is
-// safe to call on every start and from several replicas.
+// EnsureStream creates the event stream, or updates an existing one to what
+// the relay and Await rely on: subjects <prefix>.>, the de-duplication
+// window, and — when cfg sets them — max age and replicas. Every other
+// setting of an existing stream (limits an operator set: max bytes, max
+// messages, a max age when cfg has none, placement) is kept. It is safe to
+// call on every start and from several replicas. A stream that cannot be
+// looked up (other than not found) is an error, not a reason to create or
+// update it from defaults: that would scale a replicated stream down.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
 	if err := ValidSubjectPrefix(cfg.SubjectPrefix); err != nil {
@@ -68,29 +73,51 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	if cfg.Replicas < 0 || cfg.Replicas > 5 {
 		return nil, fmt.Errorf("ensure stream %s: replicas %d, want 1 to 5", cfg.Name, cfg.Replicas)
 	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 1
-		if existing, err := js.Stream(ctx, cfg.Name); err == nil {
-			if info, err := existing.Info(ctx); err == nil && info.Config.Replicas > 0 {
-				cfg.Replicas = info.Config.Replicas
-			}
-		}
-	}
 	if cfg.MaxAge != 0 && cfg.MaxAge < cfg.Duplicates {
 		return nil, fmt.Errorf("ensure stream %s: max age %s is shorter than the duplicates window %s", cfg.Name, cfg.MaxAge, cfg.Duplicates)
 	}
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Name,
-		Description: "reconciler resolution events",
-		Subjects:    []string{cfg.SubjectPrefix + ".>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  cfg.Duplicates,
-		MaxAge:      cfg.MaxAge,
-		Replicas:    cfg.Replicas,
-	})
+	subjects := []string{cfg.SubjectPrefix + ".>"}
+	existing, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.Name,
+			Description: "reconciler resolution events",
+			Subjects:    subjects,
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  cfg.Duplicates,
+			MaxAge:      cfg.MaxAge,
+			Replicas:    max(cfg.Replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another replica created it meanwhile: update that one.
+			return EnsureStream(ctx, js, cfg)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ensure stream %s: create: %w", cfg.Name, err)
+		}
+		return s, nil
+	case err != nil:
+		return nil, fmt.Errorf("ensure stream %s: look up: %w", cfg.Name, err)
+	}
+	sc := existing.CachedInfo().Config
+	if sc.Storage != jetstream.FileStorage {
+		return nil, fmt.Errorf("ensure stream %s: it uses %s storage; events need file storage (recreate it)", cfg.Name, sc.Storage)
+	}
+	sc.Subjects, sc.Duplicates = subjects, cfg.Duplicates
+	if cfg.MaxAge != 0 {
+		sc.MaxAge = cfg.MaxAge
+	}
+	if sc.MaxAge != 0 && sc.MaxAge < sc.Duplicates {
+		return nil, fmt.Errorf("ensure stream %s: its max age %s is shorter than the duplicates window %s", cfg.Name, sc.MaxAge, sc.Duplicates)
+	}
+	if cfg.Replicas != 0 {
+		sc.Replicas = cfg.Replicas
+	}
+	s, err := js.UpdateStream(ctx, sc)
 	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("ensure stream %s: update: %w", cfg.Name, err)
 	}
 	return s, nil
 }

@@ -99,3 +99,53 @@ func TestSubject(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsureStreamKeepsOperatorSettings: on an existing stream, EnsureStream
+// sets what the relay relies on (subjects, the duplicates window, and max
+// age or replicas only when asked) and keeps the limits an operator set.
+func TestEnsureStreamKeepsOperatorSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cfg        events.StreamConfig
+		wantMaxAge time.Duration
+	}{
+		{"defaults keep the operator's max age", events.StreamConfig{}, 7 * 24 * time.Hour},
+		{"a configured max age wins", events.StreamConfig{MaxAge: 48 * time.Hour}, 48 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t, t.TempDir(), "", false)
+			js := connect(t, s.ClientURL())
+			ctx := t.Context()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+				Name: events.DefaultStream, Subjects: []string{"recon.>"}, Storage: jetstream.FileStorage,
+				MaxAge: 7 * 24 * time.Hour, MaxBytes: 1 << 30, MaxMsgs: 100000, Duplicates: 2 * time.Minute,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := events.EnsureStream(ctx, js, tc.cfg)
+			if err != nil {
+				t.Fatalf("EnsureStream: %v", err)
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := info.Config
+			if c.MaxBytes != 1<<30 || c.MaxMsgs != 100000 || c.MaxAge != tc.wantMaxAge {
+				t.Errorf("limits: max bytes %d, max msgs %d, max age %s; want 1 GiB, 100000, %s", c.MaxBytes, c.MaxMsgs, c.MaxAge, tc.wantMaxAge)
+			}
+			if c.Duplicates != events.DefaultDuplicates || len(c.Subjects) != 1 || c.Subjects[0] != "recon.>" {
+				t.Errorf("duplicates %s subjects %v, want %s [recon.>]", c.Duplicates, c.Subjects, events.DefaultDuplicates)
+			}
+		})
+	}
+	t.Run("a stream that cannot be looked up is an error", func(t *testing.T) {
+		s := startServer(t, t.TempDir(), "", false)
+		js := connect(t, s.ClientURL())
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := events.EnsureStream(ctx, js, events.StreamConfig{}); err == nil {
+			t.Fatal("EnsureStream with a dead context: no error")
+		}
+	})
+}
