@@ -84,7 +84,7 @@ func NewPayPal(opts PayPalOptions) (*PayPal, error) {
 	}
 	p := &PayPal{
 		base: strings.TrimRight(opts.APIBase, "/"), opts: opts, client: opts.HTTPClient,
-		lim: rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate))),
+		lim: newLimiter(opts.Rate),
 	}
 	// A token fetch is paced by the same bucket as the calls.
 	p.tokens, err = paypaloauth.New(paypaloauth.Options{

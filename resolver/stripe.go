@@ -111,8 +111,8 @@ func NewStripe(opts StripeOptions) (*Stripe, error) {
 	})
 	return &Stripe{
 		backend: backend, key: opts.APIKey, opts: opts,
-		search: rate.NewLimiter(rate.Limit(opts.SearchRate), max(1, int(opts.SearchRate))),
-		api:    rate.NewLimiter(rate.Limit(opts.APIRate), max(1, int(opts.APIRate))),
+		search: newLimiter(opts.SearchRate),
+		api:    newLimiter(opts.APIRate),
 	}, nil
 }
 
@@ -636,3 +636,10 @@ func stripeErr(op string, err error) error {
 	}
 	return e
 }
+
+// newLimiter paces calls at perSec with a burst of one: a vendor limit such
+// as Stripe Search's 20 requests per second holds over any one-second
+// window (a burst of a second's worth let a fresh bucket send twice the
+// limit in the first second). The limit is per process: replicas that share
+// a vendor account share its limit between them.
+func newLimiter(perSec float64) *rate.Limiter { return rate.NewLimiter(rate.Limit(perSec), 1) }
