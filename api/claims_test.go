@@ -194,6 +194,7 @@ func TestClaimBadInput(t *testing.T) {
 		{name: "negative wait", query: "?wait=-1s", body: valid, status: 400, code: "invalid_input", msg: "wait"},
 		{name: "wait not a duration", query: "?wait=soon", body: valid, status: 400, code: "invalid_input", msg: "wait"},
 		{name: "wait in exponent form", query: "?wait=1e1", body: valid, status: 400, code: "invalid_input", msg: "wait"},
+		{name: "wait with a bad escape", query: "?wait=2s%zz", body: valid, status: 400, code: "invalid_input", msg: "malformed query"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

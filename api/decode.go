@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -35,6 +36,19 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		return nil, tooLarge(limit)
 	}
 	return data, nil
+}
+
+// strictQuery refuses a query string that does not parse (a bare "%", a
+// "%zz", a ";" separator): echo's QueryParams drops such pairs silently, so
+// GET /v1/claims?status=failed_poison; would list every row and
+// ?wait=2s%zz would not wait.
+func strictQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if _, err := url.ParseQuery(c.Request().URL.RawQuery); err != nil {
+			return newError(http.StatusBadRequest, "invalid_input", "malformed query string")
+		}
+		return next(c)
+	}
 }
 
 // bind reads the request body under the server's limit and decodes it

@@ -227,6 +227,11 @@ func TestListBadQuery(t *testing.T) {
 		{name: "tenant token naming another tenant", query: "tenant=globex", token: tokenAcme, status: 403, code: "forbidden"},
 		{name: "admin without a tenant", query: "", token: tokenAdmin, status: 400, code: "invalid_input"},
 		{name: "admin with a bad tenant", query: "tenant=a.b", token: tokenAdmin, status: 400, code: "invalid_input"},
+		// Pairs the standard parser drops silently would otherwise list
+		// every row.
+		{name: "semicolon after a filter", query: "status=failed_poison;", token: tokenAcme, status: 400, code: "invalid_input"},
+		{name: "bare percent", query: "run_id=run_1%", token: tokenAcme, status: 400, code: "invalid_input"},
+		{name: "bad escape", query: "run_id=run_1%zz", token: tokenAcme, status: 400, code: "invalid_input"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

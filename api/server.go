@@ -207,6 +207,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.observe)
+	e.Use(strictQuery)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
