@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,11 @@ import (
 // DefaultInterval is how often Run reloads the freezes from the store: the
 // longest a replica takes to see a change made through another.
 const DefaultInterval = 2 * time.Second
+
+// reloadTimeout bounds one of Run's reloads: a store read that hangs (a
+// half-open pooled connection) must not hold the lock that freezes and
+// unfreezes wait for.
+const reloadTimeout = 5 * time.Second
 
 // Options configure a Cache. The zero value is usable.
 type Options struct {
@@ -33,8 +37,10 @@ type Cache struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	// mu serialises loads and changes (see the package doc).
-	mu   sync.Mutex
+	// lock serialises loads and changes (see the package doc): a one-slot
+	// semaphore rather than a mutex, so a request waiting for it gives up
+	// when its context ends.
+	lock chan struct{}
 	snap atomic.Pointer[snapshot]
 }
 
@@ -54,7 +60,7 @@ func New(store ledger.Freezes, o Options) *Cache {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Cache{store: store, interval: o.Interval, log: o.Logger}
+	c := &Cache{store: store, interval: o.Interval, log: o.Logger, lock: make(chan struct{}, 1)}
 	c.snap.Store(newSnapshot(nil))
 	return c
 }
@@ -76,8 +82,11 @@ func (c *Cache) Snapshot() []ledger.Freeze {
 // from, and returns it. The set in memory is left alone when the store
 // fails.
 func (c *Cache) Load(ctx context.Context) ([]ledger.Freeze, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	unlock, err := c.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load freezes: %w", err)
+	}
+	defer unlock()
 	list, err := c.store.ListFreezes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load freezes: %w", err)
@@ -94,8 +103,11 @@ func (c *Cache) Load(ctx context.Context) ([]ledger.Freeze, error) {
 // Put freezes f.Target for f.Tenant: durably in the store, then in memory,
 // before it returns. Errors: ledger.ErrInvalidFreeze, ledger.ErrUnavailable.
 func (c *Cache) Put(ctx context.Context, f ledger.Freeze) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	unlock, err := c.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("freeze %s/%s: %w", f.Tenant, f.Target, err)
+	}
+	defer unlock()
 	if err := c.store.PutFreeze(ctx, f); err != nil {
 		return fmt.Errorf("freeze %s/%s: %w", f.Tenant, f.Target, err)
 	}
@@ -110,8 +122,11 @@ func (c *Cache) Put(ctx context.Context, f ledger.Freeze) error {
 // Delete unfreezes tenant's target: in the store, then in memory. Deleting
 // a target that is not frozen is not an error.
 func (c *Cache) Delete(ctx context.Context, tenant, target string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	unlock, err := c.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("unfreeze %s/%s: %w", tenant, target, err)
+	}
+	defer unlock()
 	if err := c.store.DeleteFreeze(ctx, tenant, target); err != nil {
 		return fmt.Errorf("unfreeze %s/%s: %w", tenant, target, err)
 	}
@@ -131,9 +146,23 @@ func (c *Cache) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if _, err := c.Load(ctx); err != nil && ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		_, err := c.Load(lctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			c.log.WarnContext(ctx, "kill switch: reload failed; keeping the last loaded freezes", "err", err)
 		}
+	}
+}
+
+// acquire takes the lock, or gives up with ctx's error (as
+// ledger.ErrUnavailable, which the API answers 503).
+func (c *Cache) acquire(ctx context.Context) (unlock func(), err error) {
+	select {
+	case c.lock <- struct{}{}:
+		return func() { <-c.lock }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: kill switch busy: %w", ledger.ErrUnavailable, ctx.Err())
 	}
 }
 

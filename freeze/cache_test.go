@@ -319,3 +319,34 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestHungReloadDoesNotHoldFreezes: while a reload is stuck in the store
+// (a half-open connection), a freeze whose request deadline passes fails
+// fast with ErrUnavailable (503) instead of hanging past its deadline; once
+// the reload returns, freezes work again.
+func TestHungReloadDoesNotHoldFreezes(t *testing.T) {
+	st := &flakyStore{Store: newStore(t), hold: make(chan struct{}), read: make(chan struct{})}
+	c := freeze.New(st, freeze.Options{})
+	loaded := make(chan error, 1)
+	go func() { _, err := c.Load(context.Background()); loaded <- err }()
+	<-st.read // the reload holds the lock, stuck in the store
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := c.Put(ctx, fz("acme", tool))
+	if !errors.Is(err, ledger.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Put during a hung reload: %v, want ErrUnavailable and the deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Put waited %s past its 100 ms deadline", d)
+	}
+	close(st.hold)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	st.hold = nil
+	mustPut(t, c, fz("acme", tool))
+	if !c.Frozen("acme", tool, idem) {
+		t.Fatal("freeze after the reload returned: not frozen")
+	}
+}
