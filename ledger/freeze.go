@@ -53,8 +53,8 @@ func (f Freeze) Validate() error {
 	if f.Actor == "" || len(f.Actor) > MaxActorLen || !utf8.ValidString(f.Actor) || strings.IndexFunc(f.Actor, unicode.IsControl) >= 0 {
 		return fmt.Errorf("%w: actor must be 1-%d bytes of UTF-8 without control characters", ErrInvalidFreeze, MaxActorLen)
 	}
-	if strings.TrimSpace(f.Note) == "" || len(f.Note) > MaxNoteLen || !utf8.ValidString(f.Note) {
-		return fmt.Errorf("%w: note is required (say why), at most %d bytes of UTF-8", ErrInvalidFreeze, MaxNoteLen)
+	if strings.TrimSpace(f.Note) == "" || len(f.Note) > MaxNoteLen || !utf8.ValidString(f.Note) || hasNUL(f.Note) {
+		return fmt.Errorf("%w: note is required (say why), at most %d bytes of UTF-8 without NUL", ErrInvalidFreeze, MaxNoteLen)
 	}
 	if f.At.IsZero() {
 		return fmt.Errorf("%w: at is required", ErrInvalidFreeze)

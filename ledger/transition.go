@@ -52,6 +52,9 @@ func (ev Evidence) Validate() error {
 	if len(ev.VendorEventID) > MaxKeyLen || len(ev.Actor) > MaxKeyLen || len(ev.Note) > MaxNoteLen {
 		return fmt.Errorf("%w: vendor_event_id, actor or note too long", ErrInvalidEvidence)
 	}
+	if hasNUL(ev.VendorEventID) || hasNUL(ev.Actor) || hasNUL(ev.Note) || hasNUL(ev.Currency) {
+		return fmt.Errorf("%w: vendor_event_id, actor, note or currency holds NUL", ErrInvalidEvidence)
+	}
 	return nil
 }
 
@@ -221,6 +224,11 @@ func Escalate(row *Row, at time.Time) (Event, bool) {
 func Reschedule(row *Row, next time.Time) bool {
 	if !row.Status.Open() {
 		return false
+	}
+	if next.IsZero() {
+		// An open row is always due some time: the zero time means "now"
+		// (a store may keep zero as "never due", as PostgreSQL's NULL does).
+		next = time.Unix(0, 0)
 	}
 	row.NextCheckAt = next.UTC()
 	return true

@@ -102,17 +102,23 @@ func validateRequest(r *Request) error {
 	if !strings.HasPrefix(r.Path, "/") || !printableASCII(r.Path, 1, 2048) {
 		return fmt.Errorf("%w: path must start with / and be printable ASCII", ErrInvalidRequest)
 	}
-	if len(r.ContentType) > 255 || strings.ContainsAny(r.ContentType, "\r\n") {
+	if len(r.ContentType) > 255 || strings.ContainsAny(r.ContentType, "\r\n\x00") {
 		return fmt.Errorf("%w: content_type", ErrInvalidRequest)
 	}
 	if len(r.Body) > MaxRequestBody {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrInvalidRequest, MaxRequestBody)
 	}
-	if !utf8.ValidString(r.Body) {
-		return fmt.Errorf("%w: body must be UTF-8 text", ErrInvalidRequest)
+	if !utf8.ValidString(r.Body) || hasNUL(r.Body) {
+		return fmt.Errorf("%w: body must be UTF-8 text without NUL", ErrInvalidRequest)
 	}
 	return nil
 }
+
+// hasNUL reports whether s holds a NUL character. It is valid UTF-8 and
+// valid JSON ("\u0000"), but PostgreSQL stores neither in text nor in
+// jsonb: the bbolt store would take what PostgreSQL refuses (as a 503, for
+// ever), so every store refuses it up front, as a 400.
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 func validateExpect(e *Expect) error {
 	if e == nil {

@@ -411,3 +411,30 @@ func TestIsInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestNULIsRefusedEverywhereItCouldBeStored: a NUL is valid UTF-8 and JSON,
+// but PostgreSQL stores it neither in text nor in jsonb; every store refuses
+// it up front as invalid input rather than one of them answering 503.
+func TestNULIsRefusedEverywhereItCouldBeStored(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	req := ledger.ClaimRequest{
+		Tenant: "acme", RunID: "r", Tool: "t", Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		Intent: json.RawMessage(`{"a":1}`), Request: &ledger.Request{Method: "POST", Path: "/v1/x", Body: "a=1\x00"},
+	}
+	if _, err := ledger.NewClaim(req, ledger.DefaultPolicy(), at); !errors.Is(err, ledger.ErrInvalidRequest) {
+		t.Errorf("request body with NUL: %v, want ErrInvalidRequest", err)
+	}
+	for _, ev := range []ledger.Evidence{
+		{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Note: "seen\x00", Actor: "ops", At: at},
+		{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Note: "seen", Actor: "o\x00ps", At: at},
+		{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, Currency: "us\x00", At: at},
+	} {
+		if err := ev.Validate(); !errors.Is(err, ledger.ErrInvalidEvidence) {
+			t.Errorf("evidence %+v: %v, want ErrInvalidEvidence", ev, err)
+		}
+	}
+	f := ledger.Freeze{Tenant: "acme", Target: "t", Actor: "ops", Note: "incident\x00", At: at}
+	if err := f.Validate(); !errors.Is(err, ledger.ErrInvalidFreeze) {
+		t.Errorf("freeze note with NUL: %v, want ErrInvalidFreeze", err)
+	}
+}

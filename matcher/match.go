@@ -46,14 +46,14 @@ func Match(tenant string, ev Event, t Table) ledger.Delivery {
 		ReceiptID:     joinable(ev.ObjectID),
 		VendorEventID: ev.ID,
 		Amount:        cloneAmount(ev.Amount),
-		Currency:      strings.ToLower(ev.Currency),
+		Currency:      strings.ToLower(joinable(ev.Currency)),
 		At:            at,
 	}
 	return d
 }
 
-// joinable returns s when a row could hold it as a key, local id or receipt
-// id (1–255 printable ASCII), else "". Vendors fill these fields for other
+// joinable returns s when a row could hold it as a key, local id, receipt
+// id or currency (1–255 printable ASCII), else "". Vendors fill these fields for other
 // integrations too (PayPal's custom_id and invoice_id are free text), and a
 // value no row could hold joins no row: it is dropped rather than refused,
 // because a 400 would make the vendor retry a good event for days.

@@ -266,6 +266,17 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		return dbErr("begin", err)
 	}
 	t := &pgTx{ctx: ctx, q: tx, write: true, channel: s.channel}
+	// A panic in fn must not leave the transaction open: its connection
+	// (and the row and advisory locks it holds) would never go back to the
+	// pool, and Close would wait for it for ever.
+	defer func() {
+		if r := recover(); r != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = tx.Rollback(rctx)
+			cancel()
+			panic(r)
+		}
+	}()
 	if err := fn(t); err != nil {
 		// The rollback must reach the server even when ctx is done, or the
 		// connection goes back to the pool mid-transaction (pgx closes it).

@@ -524,6 +524,18 @@ func testReschedule(t *testing.T, open Open) {
 			e.consistent()
 		})
 	}
+	t.Run("the zero time makes an open row due now, not never", func(t *testing.T) {
+		e := newEnv(t, open)
+		row := seed(nil)(e)
+		if err := e.s.Reschedule(e.ctx, row.Tenant, row.Key, time.Time{}); err != nil {
+			t.Fatalf("Reschedule: %v", err)
+		}
+		rows, err := e.s.Due(e.ctx, t0, 10)
+		if err != nil || len(rows) != 1 || rows[0].Key != row.Key {
+			t.Fatalf("Due after a reschedule to the zero time: %d rows, %v", len(rows), err)
+		}
+		e.consistent()
+	})
 	t.Run("missing row is not found", func(t *testing.T) {
 		e := newEnv(t, open)
 		if err := e.s.Reschedule(e.ctx, tenantA, "no-such-key", t0); !errors.Is(err, ledger.ErrNotFound) {
