@@ -230,6 +230,11 @@ func (s *Server) routes() *echo.Echo {
 	return e
 }
 
+// Signal wakes the claims long-polling on tenant's key, which then decide
+// again at once: the webhooks handler calls it for every row a delivery
+// changed (webhooks.Options.Applied).
+func (s *Server) Signal(tenant, key string) { s.watch.signal(tenant, key) }
+
 // EndWaits makes every long-polling claim (?wait=) answer now with what it
 // knows (409 wait for a row still in flight), and later ones answer without
 // waiting: a graceful shutdown then waits for requests, not for MaxWait.

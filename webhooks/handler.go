@@ -58,6 +58,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for timestamp checks and stored times (nil: time.Now).
 	Now func() time.Time
+	// Applied is told the tenant and key of every row a delivery changed
+	// (api.Server.Signal: claims long-polling on the row decide again at
+	// once). Nil: nobody is told.
+	Applied func(tenant, key string)
 }
 
 // Handler serves the webhook routes of every configured endpoint.
@@ -69,6 +73,7 @@ type Handler struct {
 	metrics       *metrics
 	log           *slog.Logger
 	now           func() time.Time
+	applied       func(tenant, key string)
 	// routes holds the endpoints of each route family (stripe, paypal,
 	// standard) by name.
 	routes  map[string]map[string]*endpoint
@@ -102,7 +107,7 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{
 		store: o.Store, types: o.Types, limit: o.BodyLimit, ingestTimeout: o.IngestTimeout,
-		log: o.Logger, now: o.Now,
+		log: o.Logger, now: o.Now, applied: o.Applied,
 		routes: map[string]map[string]*endpoint{familyStripe: {}, familyPayPal: {}, familyStandard: {}},
 	}
 	if h.types == nil {
@@ -337,6 +342,9 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 			return h.storeFailed(c, log, ep, ev, err)
 		}
 		h.metrics.ingested(ep.vendor, res)
+		if res.Row != nil && h.applied != nil {
+			h.applied(res.Row.Tenant, res.Row.Key)
+		}
 		attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome))}
 		if res.Row != nil {
 			attrs = append(attrs, slog.String("key", res.Row.Key), slog.String("status", string(res.Row.Status)))

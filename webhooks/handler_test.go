@@ -521,3 +521,30 @@ func TestForeignLocalIDFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestAppliedIsToldTheRow: every delivery that joins a row tells Applied its
+// tenant and key (the API wakes the claims long-polling on it); a delivery
+// that joins nothing tells nobody.
+func TestAppliedIsToldTheRow(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	o := defaultOptions()
+	o.Applied = func(tenant, key string) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, tenant+"/"+key)
+	}
+	hs := newHarness(t, o)
+	row := hs.claim("acme", "run-1", nil)
+	for _, lid := range []string{row.MetadataLocalID, "rl_00000000000000000000000000000000"} {
+		body := stripePayload(t, piSucceeded, lid, "")
+		if rec := hs.post("/webhooks/stripe", body, stripeHeader(body, t0, stripeSecret)); rec.Code != http.StatusOK {
+			t.Fatalf("status %d %s", rec.Code, rec.Body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != "acme/"+row.Key {
+		t.Fatalf("Applied told %v, want [acme/%s]", told, row.Key)
+	}
+}

@@ -127,7 +127,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	wo.Store, wo.Registerer, wo.Now = st, reg, m.Now
+	wo.Store, wo.Registerer, wo.Now, wo.Applied = st, reg, m.Now, srv.Signal
 	wo.Logger = log.With("component", "webhooks")
 	wh, err := webhooks.New(wo)
 	if err != nil {
