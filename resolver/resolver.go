@@ -478,7 +478,7 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 		out.next = now.Add(jitter(r.opts.MinBackoff))
 		return out
 	}
-	cur, first, err := r.store.Escalate(ctx, row.Tenant, row.Key, now)
+	cur, first, err := r.escalate(ctx, row, now)
 	if err != nil {
 		return out.fail(fmt.Errorf("escalate: %w", err))
 	}
@@ -497,6 +497,29 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 	}
 	out.next = now.Add(r.opts.MaxBackoff).Add(-jitter(r.opts.MaxBackoff / 4))
 	return out
+}
+
+// escalate records a delivered page on the row, trying a few times: until
+// it lands, the row carries no paged_at, so a webhook that settles it
+// meanwhile publishes an event the page resolver ignores, and the alert
+// just opened would stay open.
+func (r *Resolver) escalate(ctx context.Context, row ledger.Row, now time.Time) (ledger.Row, bool, error) {
+	var err error
+	for i := range 3 {
+		var cur ledger.Row
+		var first bool
+		if cur, first, err = r.store.Escalate(ctx, row.Tenant, row.Key, now); err == nil {
+			return cur, first, nil
+		}
+		t := time.NewTimer(time.Duration(100<<i) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ledger.Row{}, false, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return ledger.Row{}, false, err
 }
 
 // details are the trace fields a human needs to find the row and the call;

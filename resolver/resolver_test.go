@@ -899,3 +899,41 @@ func TestStuckRowIsPagedOnce(t *testing.T) {
 		})
 	}
 }
+
+// flakyEscalate fails the first n Escalate calls, as a store that is
+// briefly unavailable does.
+type flakyEscalate struct {
+	ledger.Store
+	fail atomic.Int32
+}
+
+func (s *flakyEscalate) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
+	if s.fail.Add(-1) >= 0 {
+		return ledger.Row{}, false, fmt.Errorf("escalate: %w", ledger.ErrUnavailable)
+	}
+	return s.Store.Escalate(ctx, tenant, key, at)
+}
+
+// TestEscalateRetriedAfterADeliveredPage: when recording a delivered page
+// fails for a moment, the pass tries again, so the row says paged (and a
+// later settlement resolves the alert) without waiting for the next pass.
+func TestEscalateRetriedAfterADeliveredPage(t *testing.T) {
+	fl := &flakyEscalate{}
+	e := newEnv(t, false)
+	fl.Store = e.store
+	fl.fail.Store(2)
+	e.res = resolver.New(fl, resolver.Options{
+		Lookups: map[string]resolver.Lookup{}, Pager: e.pager, Interval: interval, PageTimeout: 300 * time.Millisecond,
+		Now: e.clock.Now,
+	})
+	row := e.claim("acme-vendor", "/v1/x", 30*time.Minute, nil)
+	e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	e.clock.Advance(time.Hour)
+	e.pass()
+	if got := e.get(row); got.PagedAt.IsZero() {
+		t.Fatal("one pass with two failed Escalate calls left the row unpaged")
+	}
+	if n := len(e.pd.got("trigger")); n != 1 {
+		t.Fatalf("triggers: %d, want 1", n)
+	}
+}
