@@ -23,8 +23,10 @@ type Result struct {
 }
 
 // CallFunc makes the vendor call for one attempt. It must send key as the
-// vendor's idempotency key and localID in the vendor's metadata (the
-// Transport and StripeBackend do both from ctx). It returns the vendor's
+// vendor's idempotency key and localID in the vendor's metadata.
+// StripeBackend does both from ctx; the Transport sets only the key (where
+// metadata goes depends on the vendor's body: metadata[metadata_local_id]
+// for Stripe, custom_id for PayPal), so the call puts localID there itself. It returns the vendor's
 // answer; an error with a zero HTTPStatus means no answer arrived (a timeout
 // or a broken connection), an error with a status is the vendor's refusal.
 type CallFunc func(ctx context.Context, key, localID string) (Result, error)

@@ -17,6 +17,10 @@ var DefaultScrubFields = []string{
 	"idempotency_key", "x_idempotency_key", "idempotence_key",
 	"request_id", "x_request_id", "client_request_id",
 	"message_id", "paypal_request_id", "dedup_id", "deduplication_id",
+	// The join fields belong to the ledger too: a model that fills them
+	// (with another row's local id, say) sends a vendor object whose
+	// webhook would settle the wrong row.
+	"metadata_local_id", "custom_id",
 }
 
 // Scrubber removes idempotency fields from tool arguments and tool schemas.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 
 	"github.com/stripe/stripe-go/v79"
@@ -115,6 +116,18 @@ func setStripeKey(method, path string, p *stripe.Params) error {
 	}
 	if p.IdempotencyKey != nil && *p.IdempotencyKey != k.Key {
 		return fmt.Errorf("stripe %s %s: params carry another idempotency key than the ledger's", method, path)
+	}
+	// stripe-go applies params.Headers after the key, with Header.Set: an
+	// Idempotency-Key there would replace the ledger's on the wire.
+	for name, vals := range p.Headers {
+		if http.CanonicalHeaderKey(name) != "Idempotency-Key" {
+			continue
+		}
+		for _, v := range vals {
+			if v != k.Key {
+				return fmt.Errorf("stripe %s %s: params.Headers carry another idempotency key than the ledger's", method, path)
+			}
+		}
 	}
 	p.IdempotencyKey = stripe.String(k.Key)
 	return nil

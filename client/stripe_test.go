@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -129,11 +130,15 @@ func TestStripeBackendRefuses(t *testing.T) {
 		name    string
 		ctx     context.Context
 		key     *string
+		header  string // an Idempotency-Key in params.Headers
 		wantErr error
 	}{
 		{name: "no key in the context", ctx: context.Background(), wantErr: client.ErrNoKey},
 		{name: "no context at all", wantErr: client.ErrNoKey},
 		{name: "another explicit key", ctx: client.WithKey(context.Background(), "k1", "rl_1"), key: stripe.String("model-made-key")},
+		// stripe-go applies params.Headers last, with Set: this key would
+		// replace the ledger's on the wire.
+		{name: "another key in params.Headers", ctx: client.WithKey(context.Background(), "k1", "rl_1"), header: "model-made-key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,6 +147,9 @@ func TestStripeBackendRefuses(t *testing.T) {
 			params := &stripe.PaymentIntentParams{Amount: stripe.Int64(1050), Currency: stripe.String("usd")}
 			params.Context = tt.ctx
 			params.IdempotencyKey = tt.key
+			if tt.header != "" {
+				params.Headers = http.Header{"idempotency-key": {tt.header}}
+			}
 			_, err := sc.PaymentIntents.New(params)
 			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
 				t.Errorf("error = %v, want %v", err, tt.wantErr)
