@@ -205,7 +205,9 @@ func (s *Server) recheck(ctx context.Context, cl ledger.Claim, last ledger.Claim
 	probe.Frozen = s.frozen(row.Tenant, row.Tool, row.ToolClass)
 	if d, _, err := ledger.DecideClaim(&row, probe, s.policy); err == nil && d.Decision == ledger.DecisionWait {
 		last.Row = row
-		return last, false, nil
+		// A row a human was paged for ends the wait: only the human (or a
+		// late webhook) will settle it, and the caller should know now.
+		return last, !row.PagedAt.IsZero(), nil
 	}
 	res, err := s.store.Claim(ctx, probe)
 	if err != nil {

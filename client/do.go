@@ -231,6 +231,9 @@ func (c *Client) report(ctx context.Context, key string, rep OutcomeReport) (led
 // wait, or ctx ends.
 func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last ClaimResponse) (ClaimResponse, error) {
 	row := last.Row
+	if !row.PagedAt.IsZero() {
+		return ClaimResponse{}, escalated(*row)
+	}
 	if c.js != nil {
 		resp, fallback, err := c.waitNATS(ctx, claim, *row)
 		if err != nil || !fallback {
@@ -238,6 +241,7 @@ func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last Claim
 		}
 	}
 	for {
+		start := time.Now()
 		resp, err := c.ClaimWait(ctx, claim, c.wait)
 		if err == nil && resp.Decision != ledger.DecisionWait {
 			return resp, nil
@@ -245,32 +249,58 @@ func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last Claim
 		if ctx.Err() != nil {
 			return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
 		}
-		if err != nil {
+		var ae *Error
+		switch {
+		case errors.As(err, &ae) && !ae.retryable():
+			// A revoked token, a key gone: asking again cannot help.
+			return ClaimResponse{}, err
+		case err == nil && resp.Row != nil && !resp.Row.PagedAt.IsZero():
+			return ClaimResponse{}, escalated(*resp.Row)
+		case err == nil && time.Since(start) >= c.poll:
+			continue // a long poll that waited: ask again at once
+		case err != nil:
 			// do() already retried; pause before the next long poll.
 			c.log.WarnContext(ctx, "long poll failed", "key", row.Key, "err", err)
-			t := time.NewTimer(c.poll)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
-			}
+		}
+		// A failed poll, or a wait answered at once (a tiny WithWait, a
+		// server shutting down): pause so the loop never spins.
+		t := time.NewTimer(c.poll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
 		}
 	}
+}
+
+// escalated is Do's answer for a row a human was paged for: its replay
+// window closed while it was open, and only the human (or a late webhook)
+// will settle it. It matches ErrUnsettled and ErrEscalated.
+func escalated(row ledger.Row) error {
+	return &UnsettledError{Key: row.Key, Status: row.Status, Err: ErrEscalated}
 }
 
 // waitNATS waits with events.Await. Its ledger check claims again (without
 // ?wait): a row can leave wait without a resolution event (an unknown row
 // whose lease ran out answers retry_same_key), and a lost event must not
-// strand the run. It reports fallback when the caller should go on waiting
-// by long polls: the stream said a human was paged (it will only repeat
-// that), or its event ran ahead of the API's view.
+// strand the run. An escalated event ends the wait with ErrEscalated. It
+// reports fallback when the caller should go on waiting by long polls: the
+// event ran ahead of the API's view.
 func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Row) (ClaimResponse, bool, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var moved *ClaimResponse
+	var fatal error
 	check := func(cctx context.Context) (ledger.Event, bool, error) {
 		resp, err := c.Claim(cctx, claim)
+		var ae *Error
+		if errors.As(err, &ae) && !ae.retryable() {
+			// A revoked token, a key gone: waiting longer cannot help.
+			fatal = err
+			cancel()
+			return ledger.Event{}, false, err
+		}
 		if err != nil {
 			return ledger.Event{}, false, err
 		}
@@ -290,6 +320,9 @@ func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Ro
 	if moved != nil {
 		return *moved, false, nil
 	}
+	if fatal != nil {
+		return ClaimResponse{}, false, fatal
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ClaimResponse{}, false, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
@@ -298,8 +331,8 @@ func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Ro
 	}
 	c.log.DebugContext(ctx, "resolution event", "key", row.Key, "status", ev.Status)
 	if ev.Status == ledger.EventEscalated {
-		c.log.WarnContext(ctx, "key escalated to a human; waiting on the api", "key", row.Key, "run_id", row.RunID)
-		return ClaimResponse{}, true, nil
+		c.log.WarnContext(ctx, "key escalated to a human", "key", row.Key, "run_id", row.RunID)
+		return ClaimResponse{}, false, escalated(row)
 	}
 	// Settled: the claim now answers replay or stop.
 	resp, err := c.Claim(ctx, claim)

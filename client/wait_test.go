@@ -220,3 +220,118 @@ func TestDoWaitEndsWithContext(t *testing.T) {
 		})
 	}
 }
+
+// countingHandler counts the claims that reach the API.
+type countingHandler struct {
+	next   http.Handler
+	mu     sync.Mutex
+	claims int
+}
+
+func (h *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/claims" {
+		h.mu.Lock()
+		h.claims++
+		h.mu.Unlock()
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// TestDoWaitEnds: Do's wait for a key in flight elsewhere ends with the
+// right error instead of running until ctx ends — a revoked token is
+// ErrUnauthorized, a row a human was paged for is ErrEscalated (by long
+// polls and by NATS) — and a wait the API answers at once does not spin.
+func TestDoWaitEnds(t *testing.T) {
+	t.Run("revoked token", func(t *testing.T) {
+		e := newEnv(t)
+		first := e.client(t)
+		resp, err := first.Claim(context.Background(), chargeClaim(1050))
+		if err != nil || resp.Decision != ledger.DecisionProceed {
+			t.Fatalf("first claim: %v %v", resp.Decision, err)
+		}
+		var revoked sync.Once
+		h := e.srv.Config.Handler
+		e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("wait") != "" {
+				// The token is revoked while the run waits.
+				revoked.Do(func() {})
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"unknown token"}}`))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = e.client(t).Do(ctx, chargeClaim(1050), func(context.Context, string, string) (client.Result, error) {
+			t.Fatal("the vendor was called")
+			return client.Result{}, nil
+		})
+		if !errors.Is(err, client.ErrUnauthorized) || ctx.Err() != nil {
+			t.Fatalf("Do: %v (ctx %v), want ErrUnauthorized before the deadline", err, ctx.Err())
+		}
+	})
+	for _, viaNATS := range []bool{false, true} {
+		name := "escalated, by long polls"
+		if viaNATS {
+			name = "escalated, by NATS"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			var opts []client.Option
+			if viaNATS {
+				opts = append(opts, client.WithNATS(startNATS(t, e)))
+			}
+			first := e.client(t)
+			resp, err := first.Claim(context.Background(), chargeClaim(1050))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := first.ReportOutcome(context.Background(), resp.Row.Key, client.OutcomeReport{Kind: ledger.OutcomeTimeout}); err != nil {
+				t.Fatal(err)
+			}
+			// A second attempt holds the lease, then a human is paged.
+			if r2, err := first.Claim(context.Background(), chargeClaim(1050)); err != nil || r2.Decision != ledger.DecisionRetrySameKey {
+				t.Fatalf("retry: %v %v", r2.Decision, err)
+			}
+			// The page comes while the second runtime waits.
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				if _, _, err := e.store.Escalate(context.Background(), "acme", resp.Row.Key, time.Now()); err != nil {
+					t.Error(err)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = e.client(t, opts...).Do(ctx, chargeClaim(1050), func(context.Context, string, string) (client.Result, error) {
+				t.Fatal("the vendor was called")
+				return client.Result{}, nil
+			})
+			if !errors.Is(err, client.ErrEscalated) || !errors.Is(err, client.ErrUnsettled) || ctx.Err() != nil {
+				t.Fatalf("Do: %v (ctx %v), want ErrEscalated (and ErrUnsettled) before the deadline", err, ctx.Err())
+			}
+		})
+	}
+	t.Run("a wait answered at once does not spin", func(t *testing.T) {
+		e := newEnv(t)
+		counter := &countingHandler{next: e.srv.Config.Handler}
+		e.srv.Config.Handler = counter
+		first := e.client(t)
+		if _, err := first.Claim(context.Background(), chargeClaim(1050)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := e.client(t, client.WithWait(time.Nanosecond), client.WithPollInterval(100*time.Millisecond)).Do(ctx, chargeClaim(1050),
+			func(context.Context, string, string) (client.Result, error) { return client.Result{}, nil })
+		if !errors.Is(err, client.ErrUnsettled) {
+			t.Fatalf("Do: %v, want ErrUnsettled at the deadline", err)
+		}
+		counter.mu.Lock()
+		defer counter.mu.Unlock()
+		if counter.claims > 30 { // about 10 at one per 100 ms
+			t.Fatalf("%d claims in one second: the wait loop spins", counter.claims)
+		}
+	})
+}
