@@ -4,8 +4,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# The data directory is the service's alone (0700, as serve makes it
+# outside a container): a volume created from it keeps the mode.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/reconciler ./cmd/reconciler \
- && mkdir -p /out/data
+ && mkdir -p /out/data && chmod 700 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/reconciler /usr/local/bin/reconciler

@@ -27,7 +27,7 @@ func stripeMock(t *testing.T) string {
 			bin = filepath.Join(home, "go", "bin", "stripe-mock")
 		}
 		if _, serr := os.Stat(bin); serr != nil {
-			t.Skip("stripe-mock not installed; run: go install github.com/stripe/stripe-mock@latest")
+			t.Skip("stripe-mock not installed; run: go install github.com/stripe/stripe-mock@v0.203.0 (the version .ci/run pins)")
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

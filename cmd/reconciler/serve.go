@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -271,7 +273,8 @@ func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Re
 	}
 	lookups := map[string]resolver.Lookup{}
 	if cfg.Stripe.APIKey != "" {
-		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey, Now: m.Now})
+		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey,
+			MetadataKey: m.stripeMetadataKey(), Now: m.Now})
 		if err != nil {
 			return err
 		}
@@ -294,4 +297,25 @@ func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Re
 		return pr.Consume(ctx, js, resolver.ConsumeOptions{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix})
 	})
 	return nil
+}
+
+// stripeMetadataKey is the metadata key the resolver searches Stripe by:
+// the one the Stripe endpoints share. Endpoints that use different keys
+// cannot all be searched (the lookup is per vendor, not per endpoint): the
+// resolver then searches the default key, and says so once.
+func (m *Main) stripeMetadataKey() string {
+	keys := map[string]bool{}
+	for _, ep := range m.Config.Stripe.Endpoints {
+		keys[ep.MetadataKey] = true
+	}
+	if len(keys) == 1 {
+		for k := range keys {
+			return k
+		}
+	}
+	if len(keys) > 1 {
+		m.Logger.Warn("stripe endpoints use different metadata_key values; the resolver searches Stripe by metadata_local_id only",
+			"keys", slices.Sorted(maps.Keys(keys)))
+	}
+	return ""
 }
