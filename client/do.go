@@ -83,7 +83,11 @@ func (o Outcome) ReceiptID() string {
 // resolver settles it from vendor truth.
 //
 // A panic in call is reported as a network error (the row becomes unknown)
-// and then re-raised.
+// and then re-raised. A call whose write the keyed Transport or
+// StripeBackend refused before sending it (ErrNoKey: the call dropped ctx)
+// is reported not at all: Do returns ErrNoKey and the row stays pending
+// under its lease. An *UnsettledError matching ErrEscalated means a human
+// was paged for the key while Do waited.
 func (c *Client) Do(ctx context.Context, claim ClaimRequest, call CallFunc) (Outcome, error) {
 	resp, err := c.Claim(ctx, claim)
 	if err != nil {
@@ -141,6 +145,14 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 		// the row leaves its lease and the resolver looks, then re-raise.
 		_, _ = c.report(ctx, out.Key, OutcomeReport{Kind: ledger.OutcomeNetworkError, Attempt: out.Row.Attempt})
 		panic(panicked)
+	}
+	if res.HTTPStatus == 0 && errors.Is(callErr, ErrNoKey) {
+		// The keyed transport or backend refused the write before sending
+		// it: nothing reached the vendor, so nothing is reported (a
+		// network_error would make the row unknown and send the resolver
+		// after a call never made). The row stays pending under its lease.
+		out.Called = false
+		return out, fmt.Errorf("the call sent nothing: %w", callErr)
 	}
 	rep := classify(res, callErr)
 	rep.Attempt = out.Row.Attempt

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -307,5 +308,23 @@ func TestDoReportsAfterCallerDeadline(t *testing.T) {
 	}
 	if got := e.row(t, out.Key).Status; got != ledger.StatusUnknown || out.Kind != ledger.OutcomeTimeout {
 		t.Errorf("row %s after a %s report, want unknown after timeout", got, out.Kind)
+	}
+}
+
+// TestDoCallWithoutKeyReportsNothing: a write the keyed transport refused
+// before sending (ErrNoKey: the call dropped Do's context) is not reported
+// as a network error: nothing reached the vendor, the row stays pending,
+// and Do returns ErrNoKey.
+func TestDoCallWithoutKeyReportsNothing(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	out, err := c.Do(context.Background(), chargeClaim(1050), func(ctx context.Context, key, localID string) (client.Result, error) {
+		return client.Result{}, fmt.Errorf("stripe POST /v1/payment_intents: %w", client.ErrNoKey)
+	})
+	if !errors.Is(err, client.ErrNoKey) || out.Called {
+		t.Fatalf("Do: called %v, %v; want ErrNoKey and not called", out.Called, err)
+	}
+	if row := e.row(t, out.Key); row.Status != ledger.StatusPending || row.LastHTTPStatus != 0 {
+		t.Fatalf("row %s (last status %d), want pending: nothing was reported", row.Status, row.LastHTTPStatus)
 	}
 }
