@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -44,7 +45,8 @@ func (m *Main) ensureTokens() error {
 		}
 		c.Tenants = []Tenant{{ID: DefaultTenant, Tokens: []string{tok}}}
 		c.origin.src["tenants[0].tokens[0]"] = where
-	} else if m.getenv(envToken) != "" {
+	} else if v := m.getenv(envToken); v != "" && !c.tenantToken(v) {
+		// Only when the file does not use it itself (tokens: ["${RECONCILER_TOKEN}"]).
 		m.Logger.Warn("RECONCILER_TOKEN is ignored: the config file names tenants")
 	}
 	if len(c.AdminTokens) == 0 {
@@ -184,4 +186,14 @@ func readTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("token file %s is empty: delete it to generate a new token", path)
 	}
 	return tok, nil
+}
+
+// tenantToken reports whether tok is a token of one of the configured tenants.
+func (c *Config) tenantToken(tok string) bool {
+	for _, t := range c.Tenants {
+		if slices.Contains(t.Tokens, tok) {
+			return true
+		}
+	}
+	return false
 }
