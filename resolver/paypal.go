@@ -107,10 +107,10 @@ type paypalObject struct {
 }
 
 // paypalKind is what the row's call creates: order, capture or refund.
-func paypalKind(row ledger.Row) string {
+func paypalKind(req *ledger.Request) string {
 	path := ""
-	if row.Request != nil {
-		path = row.Request.Path
+	if req != nil {
+		path = req.Path
 	}
 	switch {
 	case strings.HasSuffix(path, "/refund"):
@@ -124,6 +124,19 @@ func paypalKind(row ledger.Row) string {
 	}
 }
 
+// PayPalOrdersRequest reports whether req goes to Orders v2 (an order, or
+// its capture or authorization), whose PayPal-Request-Id PayPal forgets
+// after 6 h (Payments v2: 45 days): a replay after that creates a second
+// order. A claim with no request, or a path this package does not know,
+// counts as one: the shorter window is the safe guess.
+func PayPalOrdersRequest(req *ledger.Request) bool {
+	switch paypalKind(req) {
+	case "order", "order_action":
+		return true
+	}
+	return false
+}
+
 // Retrieve reads the object named by the receipt id.
 func (p *PayPal) Retrieve(ctx context.Context, row ledger.Row) (Finding, error) {
 	id := row.UpstreamReceiptID
@@ -131,7 +144,7 @@ func (p *PayPal) Retrieve(ctx context.Context, row ledger.Row) (Finding, error) 
 		return Finding{}, &Error{Op: "paypal retrieve", Err: fmt.Errorf("bad receipt id %q", id)}
 	}
 	path := "/v2/checkout/orders/" + url.PathEscape(id)
-	switch paypalKind(row) {
+	switch paypalKind(row.Request) {
 	case "refund":
 		path = "/v2/payments/refunds/" + url.PathEscape(id)
 	case "capture":
@@ -305,7 +318,7 @@ func paypalDecide(row ledger.Row, obj paypalObject) Finding {
 		f.Currency = obj.Amount.CurrencyCode
 	}
 	s := obj.Status
-	switch paypalKind(row) {
+	switch paypalKind(row.Request) {
 	case "order":
 		if s == "VOIDED" {
 			f.Status = ledger.StatusFailedPoison

@@ -937,3 +937,28 @@ func TestEscalateRetriedAfterADeliveredPage(t *testing.T) {
 		t.Fatalf("triggers: %d, want 1", n)
 	}
 }
+
+// TestPayPalOrdersRequest: which PayPal requests get Orders v2's 6 h
+// PayPal-Request-Id window (config's paypal.orders_replay_window).
+func TestPayPalOrdersRequest(t *testing.T) {
+	for _, tc := range []struct {
+		path string // "": no request stored
+		want bool
+	}{
+		{"", true},
+		{"/v2/checkout/orders", true},
+		{"/v2/checkout/orders/5O190127TN364715T/capture", true},
+		{"/v2/checkout/orders/5O190127TN364715T/authorize", true},
+		{"/v2/payments/captures/2GG2/refund", false},
+		{"/v2/payments/authorizations/0VF5/capture", false},
+		{"/v1/unknown/thing", true}, // unknown: the shorter window
+	} {
+		var req *ledger.Request
+		if tc.path != "" {
+			req = &ledger.Request{Method: "POST", Path: tc.path}
+		}
+		if got := resolver.PayPalOrdersRequest(req); got != tc.want {
+			t.Errorf("PayPalOrdersRequest(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}

@@ -6,11 +6,11 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
+	"github.com/agentledger/reconciler/resolver"
 )
 
 // Config is every setting of ARCHITECTURE.md §9: the top-level settings that
@@ -263,11 +263,7 @@ func (c Config) ReplayWindow(vendor string, req *ledger.Request) time.Duration {
 	case "stripe":
 		return c.Stripe.ReplayWindow
 	case "paypal":
-		// Orders v2 forgets a PayPal-Request-Id after 6 h, Payments v2
-		// after 45 days: a replay after the API forgot the id creates a
-		// second order. A claim whose request is not known to be outside
-		// Orders v2 gets the shorter window.
-		if req == nil || strings.HasPrefix(req.Path, "/v2/checkout/orders") {
+		if resolver.PayPalOrdersRequest(req) {
 			return min(c.PayPal.ReplayWindow, c.PayPal.OrdersReplayWindow)
 		}
 		return c.PayPal.ReplayWindow
