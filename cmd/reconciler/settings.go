@@ -62,7 +62,7 @@ var settings = []setting{
 	{key: "stripe.search_lag", usage: "a Stripe Search miss counts as absence only after this"},
 	{key: "paypal.api_base", usage: "PayPal API"},
 	{key: "paypal.replay_window", usage: "how long PayPal honours a PayPal-Request-Id (Payments v2: 45 days)"},
-	{key: "paypal.orders_replay_window", usage: "the same for Orders v2 (/v2/checkout/orders…), and for a claim with no request: 6h unless PayPal raised it"},
+	{key: "paypal.orders_replay_window", usage: "the same for Orders v2 (/v2/checkout/orders…), and for a PayPal claim whose request is unknown or absent: 6h unless PayPal raised it"},
 	{key: "paypal.client_id", usage: "PayPal REST client id (postback verification, lookups)"},
 	{key: "paypal.client_secret", usage: "PayPal REST client secret", envOnly: true},
 	{key: "paging.pagerduty.url", usage: "PagerDuty Events v2 endpoint"},
