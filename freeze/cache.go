@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -37,10 +39,10 @@ type Cache struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	// lock serialises loads and changes (see the package doc): a one-slot
-	// semaphore rather than a mutex, so a request waiting for it gives up
-	// when its context ends.
-	lock chan struct{}
+	// lock serialises loads and changes (see the package doc): a semaphore
+	// rather than a mutex, so a request waiting for it gives up when its
+	// context ends.
+	lock *semaphore.Weighted
 	snap atomic.Pointer[snapshot]
 }
 
@@ -60,7 +62,7 @@ func New(store ledger.Freezes, o Options) *Cache {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Cache{store: store, interval: o.Interval, log: o.Logger, lock: make(chan struct{}, 1)}
+	c := &Cache{store: store, interval: o.Interval, log: o.Logger, lock: semaphore.NewWeighted(1)}
 	c.snap.Store(newSnapshot(nil))
 	return c
 }
@@ -158,12 +160,10 @@ func (c *Cache) Run(ctx context.Context) error {
 // acquire takes the lock, or gives up with ctx's error (as
 // ledger.ErrUnavailable, which the API answers 503).
 func (c *Cache) acquire(ctx context.Context) (unlock func(), err error) {
-	select {
-	case c.lock <- struct{}{}:
-		return func() { <-c.lock }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: kill switch busy: %w", ledger.ErrUnavailable, ctx.Err())
+	if err := c.lock.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("%w: kill switch busy: %w", ledger.ErrUnavailable, err)
 	}
+	return func() { c.lock.Release(1) }, nil
 }
 
 // sameSet reports whether two ordered lists name the same tenant/targets.

@@ -43,7 +43,7 @@ only() {
 
 only ledger                       # the standard library only
 only paging                       # the standard library only
-only internal/paypaloauth         # the standard library only
+only internal/paypaloauth "golang.org/x/sync*"
 only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
 
 internal ledger/bolt ledger

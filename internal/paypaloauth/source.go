@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // TokenPath is PayPal's OAuth2 token endpoint, below the API base URL.
@@ -53,12 +55,12 @@ func (e *StatusError) Error() string {
 // Source caches one access token. It is safe for concurrent use.
 type Source struct {
 	o Options
-	// lock is a one-slot semaphore held while fetching: unlike a mutex, a
-	// waiter can leave when its context ends.
-	lock    chan struct{}
-	mu      sync.Mutex
-	token   string
-	expires time.Time
+	// fetching is held while fetching: unlike a mutex, a waiter can leave
+	// when its context ends.
+	fetching *semaphore.Weighted
+	mu       sync.Mutex
+	token    string
+	expires  time.Time
 }
 
 // New returns a Source with no token yet.
@@ -69,7 +71,7 @@ func New(o Options) (*Source, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Source{o: o, lock: make(chan struct{}, 1)}, nil
+	return &Source{o: o, fetching: semaphore.NewWeighted(1)}, nil
 }
 
 // Token returns the cached token, or fetches a new one when there is none
@@ -79,12 +81,10 @@ func (s *Source) Token(ctx context.Context) (string, error) {
 	if tok := s.cached(); tok != "" {
 		return tok, nil
 	}
-	select {
-	case s.lock <- struct{}{}:
-	case <-ctx.Done():
-		return "", fmt.Errorf("wait for paypal token: %w", ctx.Err())
+	if err := s.fetching.Acquire(ctx, 1); err != nil {
+		return "", fmt.Errorf("wait for paypal token: %w", err)
 	}
-	defer func() { <-s.lock }()
+	defer s.fetching.Release(1)
 	if tok := s.cached(); tok != "" { // another caller fetched it meanwhile
 		return tok, nil
 	}
