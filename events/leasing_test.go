@@ -53,17 +53,8 @@ func (p *countingPublisher) total() int {
 // exactly one relay, once, and each key's events must be on the stream in
 // commit order.
 func TestRelaysShareLeasingOutbox(t *testing.T) {
-	u := pgtest.Schema(t)
+	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
 	ctx := context.Background()
-	var stores [2]*postgres.Store
-	for i := range stores {
-		s, err := postgres.Open(ctx, u, postgres.Options{})
-		if err != nil {
-			t.Fatalf("open store %d: %v", i, err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		stores[i] = s
-	}
 	srv := startServer(t, t.TempDir(), "", false)
 	js := connect(t, srv.ClientURL())
 	st := ensureStream(t, js)

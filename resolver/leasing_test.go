@@ -53,17 +53,8 @@ func (l *countingLookup) Replay(ctx context.Context, row ledger.Row) (resolver.F
 // PostgreSQL schema pass concurrently over the same due rows in small
 // batches; ClaimDue must hand every row to one of them only.
 func TestResolversShareDueRows(t *testing.T) {
-	u := pgtest.Schema(t)
+	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
 	ctx := context.Background()
-	var stores [2]*postgres.Store
-	for i := range stores {
-		s, err := postgres.Open(ctx, u, postgres.Options{})
-		if err != nil {
-			t.Fatalf("open store %d: %v", i, err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		stores[i] = s
-	}
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	const rows = 60
 	for i := range rows {

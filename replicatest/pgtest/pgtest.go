@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentledger/reconciler/ledger/postgres"
 )
 
 // EnvURL names the variable that points tests at a PostgreSQL server.
@@ -101,4 +103,20 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Stores opens n PostgreSQL stores over the fresh schema u, as n replicas
+// sharing one database would, and closes them when the test ends.
+func Stores(tb testing.TB, u string, n int) []*postgres.Store {
+	tb.Helper()
+	stores := make([]*postgres.Store, n)
+	for i := range stores {
+		s, err := postgres.Open(context.Background(), u, postgres.Options{})
+		if err != nil {
+			tb.Fatalf("open store %d: %v", i, err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		stores[i] = s
+	}
+	return stores
 }
