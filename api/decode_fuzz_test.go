@@ -134,14 +134,29 @@ func checkNames(data []byte, want names) error {
 }
 
 // BenchmarkDecodeClaim is the strict decode of the claim body the load
-// program (internal/httpload) sends.
+// program (internal/httpload) sends, next to encoding/json's strict
+// decoder alone (DisallowUnknownFields; it lets duplicate and case-variant
+// names through, so the API's old path ran a token walk before it).
 func BenchmarkDecodeClaim(b *testing.B) {
 	body := []byte(`{"run_id":"run_12345","tool":"stripe.create_payment_intent","tool_call_id":"call_991","vendor":"stripe",` +
 		`"tool_class":"write_idempotent","intent":{"amount":1050,"currency":"usd","customer":"cus_4QFJOjw2pOmAGJ"}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := decodeClaim(body); err != nil {
-			b.Fatal(err)
+	b.Run("api", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeClaim(body); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
+	b.Run("encoding_json_strict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c claimBody
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

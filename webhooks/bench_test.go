@@ -111,16 +111,3 @@ func BenchmarkStripeIngest(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkDecodeStripe is the partial decode of a verified 3 KB Stripe
-// event (fixtures' payment_intent.succeeded) into an Event.
-func BenchmarkDecodeStripe(b *testing.B) {
-	body := fixtures.Load(piSucceeded)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := webhooks.DecodeStripe(body, ""); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
