@@ -27,7 +27,7 @@ var (
 // becomes U+FFFD, unknown fields are ignored): a 400 for a quirk in a
 // signed event would make the vendor retry a good event for days. It runs
 // on go-json-experiment's engine, which decodes a 3 KB Stripe event in
-// about a third of encoding/json's time (BenchmarkDecodeStripe).
+// about 60% of encoding/json's time (BenchmarkDecodeStripe).
 var eventJSON = jsonv1.DefaultOptionsV1()
 
 // decodeEvent decodes a verified event body (or part of one) into v.
