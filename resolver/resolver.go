@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/ledger"
@@ -503,23 +504,15 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 // it lands, the row carries no paged_at, so a webhook that settles it
 // meanwhile publishes an event the page resolver ignores, and the alert
 // just opened would stay open.
-func (r *Resolver) escalate(ctx context.Context, row ledger.Row, now time.Time) (ledger.Row, bool, error) {
-	var err error
-	for i := range 3 {
-		var cur ledger.Row
-		var first bool
-		if cur, first, err = r.store.Escalate(ctx, row.Tenant, row.Key, now); err == nil {
-			return cur, first, nil
-		}
-		t := time.NewTimer(time.Duration(100<<i) * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ledger.Row{}, false, errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-	}
-	return ledger.Row{}, false, err
+func (r *Resolver) escalate(ctx context.Context, row ledger.Row, now time.Time) (cur ledger.Row, first bool, err error) {
+	bo := backoff.WithContext(backoff.WithMaxRetries(
+		backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond)), 2), ctx)
+	err = backoff.Retry(func() error {
+		var err error
+		cur, first, err = r.store.Escalate(ctx, row.Tenant, row.Key, now)
+		return err
+	}, bo)
+	return cur, first, err
 }
 
 // details are the trace fields a human needs to find the row and the call;
