@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-FROM golang:1.26 AS build
+FROM golang:1.27.3 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

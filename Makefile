@@ -1,5 +1,8 @@
 # reconciler — see README.md. Two commands set everything up: `make run`, `make test`.
 GO        ?= go
+# The toolchain every build, test and image uses (go.mod says the same): the
+# machine's own Go may be older, and GOTOOLCHAIN=local would then refuse go.mod.
+export GOTOOLCHAIN := go1.27.3
 FUZZTIME  ?= 20s
 BENCHTIME ?= 2s
 PKGS      := ./...

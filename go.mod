@@ -1,6 +1,6 @@
 module github.com/agentledger/reconciler
 
-go 1.26.8
+go 1.27.3
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
