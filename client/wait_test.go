@@ -14,6 +14,7 @@ import (
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -23,7 +24,7 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv, err := events.StartServer(ctx, events.ServerOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	srv, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}

@@ -34,10 +34,10 @@
 // TestDrillsCatchSabotage runs each drill with its sabotage and requires a
 // FAIL; TestDrills requires every drill to pass.
 //
-// Imports: api, client, events, fixtures, ledger, ledger/bolt, paging,
-// resolver and webhooks of this module (it wires them the way
-// cmd/reconciler does), stripe-go and nats.go. Only cmd/reconciler and tests
-// import drill.
+// Imports: api, client, events, events/natsserver, fixtures, ledger,
+// ledger/bolt, paging, resolver and webhooks of this module (it wires them
+// the way cmd/reconciler does), stripe-go and nats.go. Only cmd/reconciler
+// and tests import drill.
 //
 // Concurrency: Run runs the drills one after another; each drill's
 // goroutines (the relay, runtime calls it starts, the test servers'

@@ -17,6 +17,7 @@ import (
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/webhooks"
@@ -60,7 +61,7 @@ type env struct {
 	sabotage string
 
 	store  *bolt.Store
-	nats   *events.Server
+	nats   *natsserver.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	apiSrv *httptest.Server
@@ -86,9 +87,9 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 		return e, fmt.Errorf("open store: %w", err)
 	}
 	// Never the service's 4222: a random loopback port.
-	nopts := events.DefaultServerOptions(filepath.Join(dir, "nats"), e.log)
+	nopts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), e.log)
 	nopts.Listen = "127.0.0.1:-1"
-	if e.nats, err = events.StartServer(ctx, nopts); err != nil {
+	if e.nats, err = natsserver.Start(ctx, nopts); err != nil {
 		return e, fmt.Errorf("start nats: %w", err)
 	}
 	if e.nc, e.js, err = events.Connect(e.nats.ClientURL(), e.log); err != nil {

@@ -23,7 +23,7 @@ var syncModes = []struct {
 // BenchmarkPublishAck measures one event published and acknowledged at a
 // time (the relay's pattern) and, for comparison, 100 in flight with
 // PublishAsync, with SyncAlways and with the default 2-minute sync interval.
-// The figures are in doc.go.
+// The figures are in events/natsserver/doc.go.
 func BenchmarkPublishAck(b *testing.B) {
 	for _, mode := range syncModes {
 		b.Run(mode.name+"/sequential", func(b *testing.B) {

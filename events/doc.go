@@ -1,13 +1,6 @@
 // Package events moves resolution events from the ledger's outbox to NATS
 // JetStream and lets agent runtimes wait for them.
 //
-//   - StartServer runs an embedded NATS server with JetStream (the single-node
-//     default when no --nats-url is given). It listens on 127.0.0.1 unless
-//     --nats-listen names another address (the server has no auth, so that
-//     exposes it: keep it on loopback), opens no cluster, leaf, gateway or
-//     monitoring port, installs no signal
-//     handlers, and reports a taken port as one clear line
-//     ("nats listen 127.0.0.1:4222: address already in use").
 //   - EnsureStream creates or updates stream RECON: subjects recon.>, file
 //     storage, a 1 h duplicates window (never longer than MaxAge).
 //   - Relay publishes outbox records in commit order on
@@ -17,9 +10,16 @@
 //     escalated) of a key, from the stream and, with WithLedger, from a poll
 //     of the ledger so a lost notification cannot strand a paused run.
 //
-// Imports: ledger (domain types), internal/promreg, nats.go/jetstream,
-// nats-server, prometheus and cenkalti/backoff. Never the stores or other adapters; cmd/reconciler
-// wires a store's Outbox into NewRelay.
+// The embedded NATS server (the single-node default when no --nats-url is
+// given) is events/natsserver, and the relay's Prometheus metrics are
+// events/eventsprom: the relay reports to the RelayMetrics it is given
+// (none by default). Both stay out of this package so that a runtime that
+// only awaits events, like the client SDK, links neither nats-server nor
+// Prometheus.
+//
+// Imports: ledger (domain types), nats.go/jetstream and cenkalti/backoff.
+// Never the stores, nats-server, Prometheus or other adapters; cmd/reconciler
+// wires a store's Outbox and the metrics into NewRelay.
 //
 // # Ordering and delivery
 //
@@ -32,9 +32,9 @@
 // unavailable the records stay in the outbox, Healthy returns the error (for
 // /readyz), and the relay retries after a jittered exponential backoff
 // (100 ms doubling to 10 s); notifications do not cut the wait short.
-// PublishAsync was measured (below) and is not used: it buys nothing with
-// SyncAlways, and a timed-out message ahead of acked ones would put events on
-// the stream out of order.
+// PublishAsync was measured (events/natsserver/doc.go) and is not used: it
+// buys nothing with SyncAlways, and a timed-out message ahead of acked ones
+// would put events on the stream out of order.
 //
 // # Many replicas
 //
@@ -60,37 +60,14 @@
 // result="invalid": keeping it would block every later event, and the row
 // itself still holds the truth.
 //
-// # Durability: why the embedded server runs with SyncAlways
+// # Durability
 //
-// JetStream's file store writes a message to the kernel before it sends the
-// PubAck, but fsyncs only every SyncInterval (2 min by default). A SIGKILL
-// loses nothing either way (the page cache survives the process;
-// TestAckedEventsSurviveSIGKILL checks both modes), but a power loss or
-// kernel crash can lose up to two minutes of acknowledged messages. The
-// relay deletes an outbox record as soon as the PubAck arrives, so such a
-// loss would be silent: the ledger has forgotten the event and the stream
-// never got it. With SyncAlways the server fsyncs each write before it acks,
-// which closes that gap. DefaultServerOptions sets it.
-//
-// Its cost, measured with BenchmarkPublishAck and BenchmarkRelay
-// (go test -run '^$' -bench . -benchtime 1s -count 3 ./events/, 2 shared
-// vCPUs, ext4 on a virtual disk, six engineers' jobs running, so the spread
-// is wide), per event published and acknowledged:
-//
-//	                           SyncAlways                default (2 min sync)
-//	one at a time (relay path) 1.4-2.7 ms  (370-710/s)   0.13-0.18 ms (5.6k-7.8k/s)
-//	100 in flight (async)      2.0-4.6 ms  (220-490/s)   0.03-0.15 ms (6.9k-40k/s)
-//	Relay end to end           1.6-4.2 ms  (240-630/s)   0.09-0.22 ms (4.6k-11k/s)
-//
-// So SyncAlways costs 10-20 times the per-event time and caps the relay at a
-// few hundred events a second on this disk, and pipelining does not help (each
-// write is synced on its own). That is ample: events are resolutions of
-// agents' write tool calls, tens a second at the most, each already behind
-// a vendor round trip of hundreds of milliseconds, and the bbolt ledger pays
-// one fsync per commit anyway. Two milliseconds of relay lag are the price of
-// never losing an acknowledged event. An external NATS (--nats-url) is the
-// operator's to configure; set sync_interval: always there too, or run
-// replicated streams (R3), where acks wait for a quorum.
+// The relay deletes an outbox record as soon as its PubAck arrives, so an
+// acknowledged event must survive a power loss on the server's side:
+// natsserver.DefaultOptions fsyncs every JetStream write before the ack
+// (events/natsserver/doc.go has why and the measured cost, from
+// BenchmarkPublishAck and BenchmarkRelay here). An external NATS
+// (--nats-url) is the operator's to configure the same way.
 //
 // # Concurrency
 //
@@ -98,7 +75,6 @@
 // publish in flight (bounded by PublishTimeout) and the delete of the records
 // already acknowledged; one Run at a time. Healthy is safe to call from any
 // goroutine. Await is safe to call concurrently; each call owns one ordered,
-// ephemeral consumer and deletes it before returning. Server.Shutdown may be
-// called more than once and from any goroutine. Time for metrics comes from
-// RelayOptions.Now.
+// ephemeral consumer and deletes it before returning. Time for metrics comes
+// from RelayOptions.Now.
 package events

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/eventsprom"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,9 +23,9 @@ func Example() {
 
 	dir, _ := os.MkdirTemp("", "nats")
 	defer os.RemoveAll(dir)
-	opts := events.DefaultServerOptions(dir, log)
+	opts := natsserver.DefaultOptions(dir, log)
 	opts.Listen = "127.0.0.1:-1" // the service uses 127.0.0.1:4222
-	srv, err := events.StartServer(ctx, opts)
+	srv, err := natsserver.Start(ctx, opts)
 	if err != nil {
 		log.Error("nats", "err", err)
 		return
@@ -40,7 +42,12 @@ func Example() {
 	}
 
 	store := memstore.New(ledger.DefaultPolicy()) // bolt or postgres in the service
-	relay, err := events.NewRelay(store, js, events.RelayOptions{Logger: log, Registerer: prometheus.NewRegistry()})
+	// The service registers them on the registry /metrics serves.
+	met, err := eventsprom.NewRelayMetrics(prometheus.NewRegistry())
+	if err != nil {
+		return
+	}
+	relay, err := events.NewRelay(store, js, events.RelayOptions{Logger: log, Metrics: met})
 	if err != nil {
 		return
 	}

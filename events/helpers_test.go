@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/eventsprom"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,14 +21,14 @@ import (
 
 // startServer starts an embedded server on listen ("" = random port) storing
 // in dir, and shuts it down when the test ends.
-func startServer(tb testing.TB, dir, listen string, syncAlways bool) *events.Server {
+func startServer(tb testing.TB, dir, listen string, syncAlways bool) *natsserver.Server {
 	tb.Helper()
 	if listen == "" {
 		listen = "127.0.0.1:-1"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := events.StartServer(ctx, events.ServerOptions{Listen: listen, StoreDir: dir, SyncAlways: syncAlways})
+	s, err := natsserver.Start(ctx, natsserver.Options{Listen: listen, StoreDir: dir, SyncAlways: syncAlways})
 	if err != nil {
 		tb.Fatalf("start server: %v", err)
 	}
@@ -34,7 +36,7 @@ func startServer(tb testing.TB, dir, listen string, syncAlways bool) *events.Ser
 	return s
 }
 
-func shutdown(tb testing.TB, s *events.Server) {
+func shutdown(tb testing.TB, s *natsserver.Server) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -230,6 +232,17 @@ func streamCount(tb testing.TB, st jetstream.Stream) uint64 {
 		tb.Fatalf("stream info: %v", err)
 	}
 	return info.State.Msgs
+}
+
+// relayMetrics returns the service's Prometheus relay metrics on reg, so the
+// tests read the series /metrics serves.
+func relayMetrics(tb testing.TB, reg *prometheus.Registry) events.RelayMetrics {
+	tb.Helper()
+	m, err := eventsprom.NewRelayMetrics(reg)
+	if err != nil {
+		tb.Fatalf("relay metrics: %v", err)
+	}
+	return m
 }
 
 // metric returns the value of a counter or gauge (by label value) or the

@@ -44,7 +44,7 @@ func TestRelayWithStore(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	r, err := events.NewRelay(store, js, fastRelay(reg, 10))
+	r, err := events.NewRelay(store, js, fastRelay(relayMetrics(t, reg), 10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/agentledger/reconciler/internal/promreg"
 )
 
 // Outbox is what the relay needs of a store (ledger.Outbox satisfies it).
@@ -59,8 +56,8 @@ const (
 	DefaultLease = 30 * time.Second
 )
 
-// Publish results, the values of the result label of
-// reconciler_relay_publishes_total.
+// Publish results, as RelayMetrics.CountResult receives them (the result
+// label of reconciler_relay_publishes_total).
 const (
 	ResultPublished = "published" // stored by JetStream
 	ResultDuplicate = "duplicate" // JetStream already held this Nats-Msg-Id
@@ -80,8 +77,9 @@ type RelayOptions struct {
 	// SubjectPrefix of the event subjects; empty means DefaultSubjectPrefix.
 	SubjectPrefix string
 	Logger        *slog.Logger
-	// Registerer receives the relay's metrics; nil skips registration.
-	Registerer prometheus.Registerer
+	// Metrics receives the relay's observations; nil discards them.
+	// eventsprom.NewRelayMetrics exports them to Prometheus.
+	Metrics RelayMetrics
 	// Batch is how many records one read of the outbox returns.
 	Batch int
 	// PublishTimeout bounds the wait for one PubAck.
@@ -112,7 +110,7 @@ type Relay struct {
 	opts    RelayOptions
 	log     *slog.Logger
 	now     func() time.Time
-	met     relayMetrics
+	met     RelayMetrics
 	running atomic.Bool
 
 	// held is owned by the Run goroutine (drain and read only).
@@ -172,9 +170,9 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	if now == nil {
 		now = time.Now
 	}
-	met, err := newRelayMetrics(opts.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("new relay: %w", err)
+	met := opts.Metrics
+	if met == nil {
+		met = noMetrics{}
 	}
 	return &Relay{
 		out: out, lease: lo, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
@@ -301,7 +299,7 @@ func (r *Relay) drain(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read outbox: %w", err)
 		}
-		r.met.depth.Set(float64(len(recs)))
+		r.met.SetOutboxDepth(len(recs))
 		if len(recs) == 0 {
 			return nil
 		}
@@ -327,7 +325,7 @@ func (r *Relay) drain(ctx context.Context) error {
 				r.held = leasedBatch{}
 				return fmt.Errorf("ack outbox: %w", err)
 			}
-			r.met.depth.Set(float64(len(recs) - len(done)))
+			r.met.SetOutboxDepth(len(recs) - len(done))
 		}
 		if pubErr != nil {
 			return pubErr
@@ -392,7 +390,7 @@ func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until t
 			// Retrying cannot fix it and keeping it would stall every event
 			// behind it; the row itself still holds the truth (Await's
 			// WithLedger poll sees it).
-			r.met.publishes.WithLabelValues(ResultInvalid).Inc()
+			r.met.CountResult(ResultInvalid)
 			r.log.Error("dropping outbox record that cannot be published", "seq", rec.Seq, "key", rec.Event.Key, "err", err)
 			done = append(done, rec.Seq)
 			continue
@@ -405,16 +403,16 @@ func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until t
 			jetstream.WithExpectStream(r.opts.Stream))
 		cancel()
 		if err != nil {
-			r.met.publishes.WithLabelValues(ResultError).Inc()
+			r.met.CountResult(ResultError)
 			return done, fmt.Errorf("publish %s: %w", msg.Subject, err)
 		}
 		if ack.Duplicate {
-			r.met.publishes.WithLabelValues(ResultDuplicate).Inc()
+			r.met.CountResult(ResultDuplicate)
 		} else {
-			r.met.publishes.WithLabelValues(ResultPublished).Inc()
+			r.met.CountResult(ResultPublished)
 		}
 		if !rec.Event.At.IsZero() {
-			r.met.lag.Observe(max(r.now().Sub(rec.Event.At).Seconds(), 0))
+			r.met.ObserveLag(max(r.now().Sub(rec.Event.At), 0))
 		}
 		done = append(done, rec.Seq)
 	}
@@ -435,40 +433,26 @@ func (r *Relay) message(ev ledger.Event) (*nats.Msg, error) {
 	return &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}, nil
 }
 
-type relayMetrics struct {
-	depth     prometheus.Gauge
-	lag       prometheus.Histogram
-	publishes *prometheus.CounterVec
+// RelayMetrics receives what the relay observes, for /metrics
+// (ARCHITECTURE.md §6a). It is declared here and implemented elsewhere
+// (eventsprom), so a program that only awaits events, like the client SDK,
+// does not link Prometheus. A relay calls it from one goroutine at a time
+// (Run or Drain); relays sharing one need it safe for concurrent use.
+type RelayMetrics interface {
+	// SetOutboxDepth reports how many records the last read of the outbox
+	// returned, less those deleted since (so at most one batch).
+	SetOutboxDepth(n int)
+	// ObserveLag reports the time from an event's commit (Event.At) to its
+	// PubAck.
+	ObserveLag(d time.Duration)
+	// CountResult counts one record handled, by result: ResultPublished,
+	// ResultDuplicate, ResultError or ResultInvalid.
+	CountResult(result string)
 }
 
-func newRelayMetrics(reg prometheus.Registerer) (relayMetrics, error) {
-	m := relayMetrics{
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "reconciler_outbox_depth",
-			Help: "Outbox records the relay saw pending at its last read (capped at one batch).",
-		}),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "reconciler_relay_lag_seconds",
-			Help:    "Time from an event's commit (event.at) to its JetStream PubAck.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms .. ~4.4 min
-		}),
-		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reconciler_relay_publishes_total",
-			Help: "Outbox records the relay handled, by result (published, duplicate, error, invalid).",
-		}, []string{"result"}),
-	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	if m.depth, err = promreg.Register(reg, m.depth); err != nil {
-		return m, err
-	}
-	if m.lag, err = promreg.Register(reg, m.lag); err != nil {
-		return m, err
-	}
-	if m.publishes, err = promreg.Register(reg, m.publishes); err != nil {
-		return m, err
-	}
-	return m, nil
-}
+// noMetrics is the RelayMetrics of a relay given none.
+type noMetrics struct{}
+
+func (noMetrics) SetOutboxDepth(int)       {}
+func (noMetrics) ObserveLag(time.Duration) {}
+func (noMetrics) CountResult(string)       {}

@@ -16,10 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// fastRelay returns relay options that recover quickly in tests.
-func fastRelay(reg prometheus.Registerer, batch int) events.RelayOptions {
+// fastRelay returns relay options that recover quickly in tests; met may
+// be nil.
+func fastRelay(met events.RelayMetrics, batch int) events.RelayOptions {
 	return events.RelayOptions{
-		Registerer: reg, Batch: batch,
+		Metrics: met, Batch: batch,
 		PublishTimeout: 500 * time.Millisecond, Interval: 50 * time.Millisecond,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		Now: func() time.Time { return baseTime.Add(time.Hour) },
@@ -76,7 +77,7 @@ func TestRelayPublishesInOrder(t *testing.T) {
 			out.add(want...)
 
 			reg := prometheus.NewRegistry()
-			r, err := events.NewRelay(out, js, fastRelay(reg, tc.batch))
+			r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), tc.batch))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +148,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 		}
 		out.add(want...)
 		reg := prometheus.NewRegistry()
-		r, err := events.NewRelay(out, js, fastRelay(reg, 100))
+		r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 			}
 		}
 		reg := prometheus.NewRegistry()
-		r, err := events.NewRelay(out, js, fastRelay(reg, 100))
+		r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 
 	out := newFakeOutbox()
 	reg := prometheus.NewRegistry()
-	r, err := events.NewRelay(out, js, fastRelay(reg, 8))
+	r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestRelayDropsInvalidRecord(t *testing.T) {
 	good := []ledger.Event{event(0, "succeeded"), event(2, "succeeded")}
 	out.add(good[0], bad, good[1])
 	reg := prometheus.NewRegistry()
-	r, err := events.NewRelay(out, js, fastRelay(reg, 10))
+	r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 10))
 	if err != nil {
 		t.Fatal(err)
 	}

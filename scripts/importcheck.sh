@@ -53,9 +53,11 @@ internal ledger/storetest ledger
 internal matcher ledger
 internal webhooks ledger matcher internal/promreg internal/paypaloauth
 internal resolver ledger paging internal/promreg internal/paypaloauth
-internal events ledger internal/promreg
+internal events ledger
+internal events/natsserver        # nats-server only: no project package
+internal events/eventsprom internal/promreg
 internal api ledger matcher resolver internal/promreg
 internal freeze ledger
-internal client ledger events internal/promreg
-internal internal/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+internal client ledger events
+internal internal/httpload api events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 exit $fail

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
 )
 
 const (
@@ -165,6 +166,46 @@ func TestE2EClaimTimeoutResolve(t *testing.T) {
 	})
 	checkMsgID(t, js, "recon.default.run_e2e.succeeded", "default:"+key+":succeeded")
 	checkMsgID(t, js, "recon.default.run_e2e.unknown", "default:"+key+":unknown")
+	// The relay counts into the series /metrics serves (ARCHITECTURE.md §6a).
+	waitMetrics(t, addr,
+		"# TYPE reconciler_outbox_depth gauge", "reconciler_outbox_depth 0",
+		"# TYPE reconciler_relay_lag_seconds histogram", "reconciler_relay_lag_seconds_count 2",
+		"# TYPE reconciler_relay_publishes_total counter", `reconciler_relay_publishes_total{result="published"} 2`)
+}
+
+// waitMetrics polls GET /metrics until it holds every one of lines.
+func waitMetrics(t *testing.T, addr string, lines ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var missing []string
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, l := range strings.Split(string(body), "\n") {
+			have[l] = true
+		}
+		missing = missing[:0]
+		for _, l := range lines {
+			if !have[l] {
+				missing = append(missing, l)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /metrics lacks %q", missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestE2EKillBetweenCommitAndPublish commits a transition while NATS is down,
@@ -176,10 +217,10 @@ func TestE2EKillBetweenCommitAndPublish(t *testing.T) {
 	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	natsOpts := events.DefaultServerOptions(filepath.Join(dir, "nats"), nil)
+	natsOpts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), nil)
 	natsOpts.Listen = "127.0.0.1:0"
 	ctx := context.Background()
-	ns, err := events.StartServer(ctx, natsOpts)
+	ns, err := natsserver.Start(ctx, natsOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +270,7 @@ func TestE2EKillBetweenCommitAndPublish(t *testing.T) {
 	}
 	_ = child.Wait()
 
-	ns, err = events.StartServer(ctx, natsOpts)
+	ns, err = natsserver.Start(ctx, natsOpts)
 	if err != nil {
 		t.Fatalf("restart nats: %v", err)
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/eventsprom"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/freeze"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -58,9 +60,13 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
 
+	relayMetrics, err := eventsprom.NewRelayMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
 		Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
-		Logger: log.With("component", "relay"), Registerer: reg, Now: m.Now,
+		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -169,9 +175,9 @@ func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream
 	cfg := m.Config
 	url := cfg.NATSURL
 	if cfg.EmbeddedNATS() {
-		opts := events.DefaultServerOptions(cfg.NATSDir(), m.Logger.With("component", "nats"))
+		opts := natsserver.DefaultOptions(cfg.NATSDir(), m.Logger.With("component", "nats"))
 		opts.Listen = cfg.NATSListen
-		ns, err := events.StartServer(ctx, opts)
+		ns, err := natsserver.Start(ctx, opts)
 		if err != nil {
 			return nil, nil, err
 		}

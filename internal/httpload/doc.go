@@ -8,7 +8,7 @@
 //     ceiling that HTTP, echo and the load generator itself allow.
 //   - real: api.New over a fresh ledger/bolt store (fsync on, group commit)
 //     in a temporary directory, one tenant token, an embedded NATS server
-//     (events.DefaultServerOptions, so JetStream fsyncs every event) on a
+//     (natsserver.DefaultOptions, so JetStream fsyncs every event) on a
 //     random port, the RECON stream and an events.Relay on the store's
 //     outbox: the durable path a claim takes in `reconciler serve`.
 //
@@ -50,9 +50,9 @@
 // measures, which is the point of a same-process comparison: both targets
 // pay the same client cost.
 //
-// Imports: api, events, ledger, ledger/bolt, webhooks (and through it
-// matcher), fixtures, echo, nats.go (jetstream), golang.org/x/time/rate and
-// the standard library. Only cmd/httpload imports it.
+// Imports: api, events, events/natsserver, ledger, ledger/bolt, webhooks
+// (and through it matcher), fixtures, echo, nats.go (jetstream),
+// golang.org/x/time/rate and the standard library. Only cmd/httpload imports it.
 //
 // Concurrency: Run owns every goroutine it starts (HTTP servers, the relay,
 // the event observer, the load workers, webhook mode's setup claimers) and stops them all before it

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/webhooks"
@@ -101,7 +102,7 @@ type realTarget struct {
 	dir   string
 	token string
 	store *bolt.Store
-	ns    *events.Server
+	ns    *natsserver.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	relay *events.Relay
@@ -152,9 +153,9 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	if r.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: o.unsafeNoSync}); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	nopts := events.DefaultServerOptions(filepath.Join(dir, "nats"), log)
+	nopts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), log)
 	nopts.Listen = "127.0.0.1:-1" // never the machine's 4222
-	if r.ns, err = events.StartServer(ctx, nopts); err != nil {
+	if r.ns, err = natsserver.Start(ctx, nopts); err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
 	if r.nc, r.js, err = events.Connect(r.ns.ClientURL(), log); err != nil {

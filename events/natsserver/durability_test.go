@@ -1,4 +1,4 @@
-package events_test
+package natsserver_test
 
 import (
 	"bufio"
@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 const (
-	childDirEnv  = "EVENTS_TEST_KILL_CHILD_DIR"
-	childSyncEnv = "EVENTS_TEST_KILL_CHILD_SYNC"
+	childDirEnv  = "NATSSERVER_TEST_KILL_CHILD_DIR"
+	childSyncEnv = "NATSSERVER_TEST_KILL_CHILD_SYNC"
 )
 
 // TestAckedEventsSurviveSIGKILL runs an embedded server in a child process
@@ -121,7 +122,7 @@ func TestAckedEventsSurviveSIGKILL(t *testing.T) {
 // killChild is the child side: publish with acks forever, printing each ack.
 func killChild(t *testing.T, dir string, syncAlways bool) {
 	ctx := context.Background()
-	s, err := events.StartServer(ctx, events.ServerOptions{Listen: "127.0.0.1:-1", StoreDir: dir, SyncAlways: syncAlways})
+	s, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: dir, SyncAlways: syncAlways})
 	if err != nil {
 		t.Fatalf("child start: %v", err)
 	}

@@ -1,4 +1,4 @@
-package events
+package natsserver
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// DefaultListen is where the embedded server listens when ServerOptions.Listen
+// DefaultListen is where the embedded server listens when Options.Listen
 // is empty: loopback only, so a single node never exposes its bus.
 const DefaultListen = "127.0.0.1:4222"
 
-// defaultReadyTimeout bounds how long StartServer waits for the listener and
+// defaultReadyTimeout bounds how long Start waits for the listener and
 // JetStream; a server that is not ready by then is a start-up error, not a hang.
 const defaultReadyTimeout = 10 * time.Second
 
-// ServerOptions configures the embedded NATS server.
-type ServerOptions struct {
+// Options configures the embedded NATS server.
+type Options struct {
 	// Listen is host:port for client connections; empty means DefaultListen.
 	// Port 0 or -1 picks a free port (tests); ClientURL reports it.
 	Listen string
@@ -35,7 +35,7 @@ type ServerOptions struct {
 	// SyncAlways fsyncs every JetStream write before the PubAck is sent, so
 	// an acknowledged event survives power loss. The zero value keeps
 	// nats-server's default (sync every SyncInterval); the service sets it
-	// through DefaultServerOptions. See doc.go for the measured cost.
+	// through DefaultOptions. See doc.go for the measured cost.
 	SyncAlways bool
 	// SyncInterval is how often JetStream fsyncs when SyncAlways is false;
 	// 0 keeps the server default (2 min).
@@ -44,12 +44,12 @@ type ServerOptions struct {
 	ReadyTimeout time.Duration
 }
 
-// DefaultServerOptions are the options the service runs the embedded server
+// DefaultOptions are the options the service runs the embedded server
 // with: loopback on the default port, JetStream in storeDir, and SyncAlways,
 // so an event JetStream has acknowledged (and the relay has therefore deleted
 // from the outbox) survives a power loss. doc.go has the measured cost.
-func DefaultServerOptions(storeDir string, log *slog.Logger) ServerOptions {
-	return ServerOptions{Listen: DefaultListen, StoreDir: storeDir, Logger: log, SyncAlways: true}
+func DefaultOptions(storeDir string, log *slog.Logger) Options {
+	return Options{Listen: DefaultListen, StoreDir: storeDir, Logger: log, SyncAlways: true}
 }
 
 // Server is an embedded NATS server with JetStream enabled.
@@ -61,12 +61,12 @@ type Server struct {
 	done         chan struct{}
 }
 
-// StartServer starts an embedded NATS server with JetStream storing in
+// Start starts an embedded NATS server with JetStream storing in
 // opts.StoreDir and waits until it accepts clients. A port that is already
 // taken is reported at once as "nats listen HOST:PORT: address already in use".
 // Only the client port is opened: no cluster, leaf node, gateway or
 // monitoring listener, and no signal handlers (the process owns its signals).
-func StartServer(ctx context.Context, opts ServerOptions) (*Server, error) {
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.StoreDir == "" {
 		return nil, errors.New("nats: store dir is required")
 	}
@@ -204,7 +204,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // natsLogger forwards nats-server log lines to slog. Fatalf never exits the
-// process: it records the error so StartServer can return it.
+// process: it records the error so Start can return it.
 type natsLogger struct {
 	log *slog.Logger
 

@@ -1,4 +1,4 @@
-package events_test
+package natsserver_test
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/nats-io/nats.go"
 )
 
-func TestStartServer(t *testing.T) {
+func TestStart(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -21,15 +21,15 @@ func TestStartServer(t *testing.T) {
 
 	cases := []struct {
 		name    string
-		opts    events.ServerOptions
+		opts    natsserver.Options
 		wantErr string // exact error; empty means success
 	}{
-		{name: "random port -1", opts: events.ServerOptions{Listen: "127.0.0.1:-1"}},
-		{name: "port 0 means random, not 4222", opts: events.ServerOptions{Listen: "127.0.0.1:0", SyncAlways: true}},
-		{name: "taken port is a clear error", opts: events.ServerOptions{Listen: takenAddr},
+		{name: "random port -1", opts: natsserver.Options{Listen: "127.0.0.1:-1"}},
+		{name: "port 0 means random, not 4222", opts: natsserver.Options{Listen: "127.0.0.1:0", SyncAlways: true}},
+		{name: "taken port is a clear error", opts: natsserver.Options{Listen: takenAddr},
 			wantErr: "nats listen " + takenAddr + ": address already in use"},
-		{name: "bad port", opts: events.ServerOptions{Listen: "127.0.0.1:http"}, wantErr: `nats listen "127.0.0.1:http": bad port`},
-		{name: "no store dir", opts: events.ServerOptions{Listen: "127.0.0.1:-1"}, wantErr: "nats: store dir is required"},
+		{name: "bad port", opts: natsserver.Options{Listen: "127.0.0.1:http"}, wantErr: `nats listen "127.0.0.1:http": bad port`},
+		{name: "no store dir", opts: natsserver.Options{Listen: "127.0.0.1:-1"}, wantErr: "nats: store dir is required"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,22 +39,22 @@ func TestStartServer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			s, err := events.StartServer(ctx, tc.opts)
+			s, err := natsserver.Start(ctx, tc.opts)
 			if tc.wantErr != "" {
 				if err == nil {
 					shutdown(t, s)
-					t.Fatalf("StartServer: got nil error, want %q", tc.wantErr)
+					t.Fatalf("Start: got nil error, want %q", tc.wantErr)
 				}
 				if got := err.Error(); got != tc.wantErr {
-					t.Fatalf("StartServer error: got %q, want %q", got, tc.wantErr)
+					t.Fatalf("Start error: got %q, want %q", got, tc.wantErr)
 				}
 				if d := time.Since(start); d > 5*time.Second {
-					t.Errorf("StartServer took %s to fail; want a fast failure", d)
+					t.Errorf("Start took %s to fail; want a fast failure", d)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("StartServer: %v", err)
+				t.Fatalf("Start: %v", err)
 			}
 			defer shutdown(t, s)
 			url := s.ClientURL()
@@ -75,7 +75,7 @@ func TestStartServer(t *testing.T) {
 	}
 }
 
-func TestServerShutdownIsIdempotent(t *testing.T) {
+func TestShutdownIsIdempotent(t *testing.T) {
 	s := startServer(t, t.TempDir(), "", false)
 	shutdown(t, s)
 	shutdown(t, s) // the cleanup calls it a third time

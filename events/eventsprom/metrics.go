@@ -1,0 +1,62 @@
+package eventsprom
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/internal/promreg"
+)
+
+// RelayMetrics implements events.RelayMetrics with Prometheus collectors.
+type RelayMetrics struct {
+	depth     prometheus.Gauge
+	lag       prometheus.Histogram
+	publishes *prometheus.CounterVec
+}
+
+// NewRelayMetrics registers the relay's metrics on reg. A series already
+// registered there (by another relay) is reused, so relays sharing reg count
+// into the same series.
+func NewRelayMetrics(reg prometheus.Registerer) (*RelayMetrics, error) {
+	if reg == nil {
+		return nil, errors.New("relay metrics: a registerer is required")
+	}
+	m := &RelayMetrics{
+		depth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reconciler_outbox_depth",
+			Help: "Outbox records the relay saw pending at its last read (capped at one batch).",
+		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "reconciler_relay_lag_seconds",
+			Help:    "Time from an event's commit (event.at) to its JetStream PubAck.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms .. ~4.4 min
+		}),
+		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_relay_publishes_total",
+			Help: "Outbox records the relay handled, by result (published, duplicate, error, invalid).",
+		}, []string{"result"}),
+	}
+	var err error
+	if m.depth, err = promreg.Register(reg, m.depth); err != nil {
+		return nil, fmt.Errorf("relay metrics: %w", err)
+	}
+	if m.lag, err = promreg.Register(reg, m.lag); err != nil {
+		return nil, fmt.Errorf("relay metrics: %w", err)
+	}
+	if m.publishes, err = promreg.Register(reg, m.publishes); err != nil {
+		return nil, fmt.Errorf("relay metrics: %w", err)
+	}
+	return m, nil
+}
+
+// SetOutboxDepth sets reconciler_outbox_depth.
+func (m *RelayMetrics) SetOutboxDepth(n int) { m.depth.Set(float64(n)) }
+
+// ObserveLag observes d in reconciler_relay_lag_seconds.
+func (m *RelayMetrics) ObserveLag(d time.Duration) { m.lag.Observe(d.Seconds()) }
+
+// CountResult adds one to reconciler_relay_publishes_total{result}.
+func (m *RelayMetrics) CountResult(result string) { m.publishes.WithLabelValues(result).Inc() }
