@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks the import graph of ARCHITECTURE.md §3: dependencies point inward.
 # ledger imports only the standard library; every other package may import
-# only the project packages listed for it (third-party modules are free);
-# only cmd/reconciler wires adapters together.
+# only the project packages listed for it (third-party modules are free,
+# except the service's own, which the client SDK must not drag into an
+# agent runtime); only cmd/reconciler wires adapters together.
 set -euo pipefail
 mod=$(go list -m)
 fail=0
@@ -41,8 +42,31 @@ only() {
 	done
 }
 
+# never PKG PATTERN...: no dependency of PKG, direct or transitive, may
+# match a pattern.
+never() {
+	local pkg=$1; shift
+	[[ -d $pkg ]] && ls "$pkg"/*.go >/dev/null 2>&1 || return 0
+	local d p
+	for d in $(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "./$pkg"); do
+		for p in "$@"; do
+			if [[ $d == $p ]]; then
+				echo "importcheck: $pkg must not depend on $d" >&2
+				fail=1
+			fi
+		done
+	done
+}
+
+# The service's heavy modules: an agent runtime that links the client SDK
+# (and events, for Await) must not link any of them.
+service_only=("github.com/nats-io/nats-server*" "github.com/prometheus/*" "github.com/labstack/echo*" "github.com/jackc/pgx*" "go.etcd.io/bbolt*")
+never client "${service_only[@]}"
+never events "${service_only[@]}"
+
 only ledger                       # the standard library only
 only paging                       # the standard library only
+only fixtures                     # the standard library only
 only internal/paypaloauth "golang.org/x/sync*"
 only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
 
@@ -59,5 +83,9 @@ internal events/eventsprom internal/promreg
 internal api ledger matcher resolver internal/promreg
 internal freeze ledger
 internal client ledger events
+internal drill client api events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
 internal internal/httpload api events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+# The load program, wherever its code lives: main.go over internal/httpload
+# or the load code itself under cmd/httpload.
+internal cmd/httpload internal/httpload api events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 exit $fail
