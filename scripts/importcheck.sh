@@ -57,5 +57,7 @@ internal events ledger internal/promreg
 internal api ledger matcher resolver internal/promreg
 internal freeze ledger
 internal client ledger events internal/promreg
+# serve's configuration: validators and types, never a store, api or webhooks.
+internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth
 internal internal/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 exit $fail

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -189,12 +190,12 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	// The token is checked last so that a malformed command line is reported
 	// as such even where the variable is unset.
-	o.token = strings.TrimSpace(getenv(envAdminToken))
+	o.token = strings.TrimSpace(getenv(config.EnvAdminToken))
 	if o.token == "" {
-		return usageErrorf("%s is not set (a development node keeps it in data/admin_token)", envAdminToken)
+		return usageErrorf("%s is not set (a development node keeps it in data/admin_token)", config.EnvAdminToken)
 	}
 	if strings.IndexFunc(o.token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return usageErrorf("%s holds white space or control characters", envAdminToken)
+		return usageErrorf("%s holds white space or control characters", config.EnvAdminToken)
 	}
 	if !ledgerSafeTransport(base) {
 		fmt.Fprintf(stderr, "reconciler ledger: warning: sending the admin token over plain http to %s\n", base.Host)
@@ -278,7 +279,7 @@ func ledgerBaseURL(s string) (*url.URL, error) {
 	case u.Host == "":
 		return nil, usageErrorf("--url %s: no host", u.Redacted())
 	case u.User != nil:
-		return nil, usageErrorf("--url: credentials belong in %s, not the URL", envAdminToken)
+		return nil, usageErrorf("--url: credentials belong in %s, not the URL", config.EnvAdminToken)
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, usageErrorf("--url %s: no query or fragment, please", u.Redacted())
 	}
