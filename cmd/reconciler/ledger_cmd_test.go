@@ -177,9 +177,9 @@ func TestLedgerShowEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := `{"row":` + strings.TrimSuffix(string(rowJSON), "}") + `,"future_field":{"x":1}}}`
+	raw := strings.TrimSuffix(string(rowJSON), "}") + `,"future_field":{"x":1}}`
 	var out bytes.Buffer
-	if err := ledgerPrintRow(&out, []byte(body), false); err != nil {
+	if err := ledgerPrintRow(&out, json.RawMessage(raw), false); err != nil {
 		t.Fatalf("print: %v", err)
 	}
 	fields := ledgerShowFields(out.String())
