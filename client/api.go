@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -93,8 +94,17 @@ type Page struct {
 	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
-type rowResponse struct {
-	Row ledger.Row `json:"row"`
+// RawPage is a Page whose rows are the JSON objects the server sent, with
+// every field, including ones this build of the client does not know.
+type RawPage struct {
+	Rows       []json.RawMessage `json:"rows"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+}
+
+// rowAnswer is an answer {"row": …}: T is ledger.Row, or json.RawMessage
+// for the row as sent.
+type rowAnswer[T any] struct {
+	Row T `json:"row"`
 }
 
 // Claim asks for a key before a vendor call. Every decision is an answer,
@@ -139,7 +149,7 @@ func (c *Client) claim(ctx context.Context, req ClaimRequest, wait time.Duration
 // a transport failure or a 5xx: the ledger applies a repeated report once.
 // When it finally fails the row stays pending for the resolver.
 func (c *Client) ReportOutcome(ctx context.Context, key string, o OutcomeReport) (ledger.Row, error) {
-	var out rowResponse
+	var out rowAnswer[ledger.Row]
 	if _, err := c.do(ctx, request{method: http.MethodPost, path: keyPath(key, "/outcome"), body: o}, true, &out); err != nil {
 		return ledger.Row{}, fmt.Errorf("report outcome of %s: %w", key, err)
 	}
@@ -148,19 +158,39 @@ func (c *Client) ReportOutcome(ctx context.Context, key string, o OutcomeReport)
 
 // Get returns the row of key.
 func (c *Client) Get(ctx context.Context, key string) (ledger.Row, error) {
+	return get[ledger.Row](ctx, c, key)
+}
+
+// GetJSON is Get returning the row's JSON object as the server sent it
+// (an admin tool's --json passes on every field).
+func (c *Client) GetJSON(ctx context.Context, key string) (json.RawMessage, error) {
+	return get[json.RawMessage](ctx, c, key)
+}
+
+func get[T any](ctx context.Context, c *Client, key string) (T, error) {
 	var q url.Values
 	if c.tenant != "" {
 		q = url.Values{"tenant": {c.tenant}}
 	}
-	var out rowResponse
+	var out rowAnswer[T]
 	if _, err := c.do(ctx, request{method: http.MethodGet, path: keyPath(key, ""), query: q}, true, &out); err != nil {
-		return ledger.Row{}, fmt.Errorf("get %s: %w", key, err)
+		var zero T
+		return zero, fmt.Errorf("get %s: %w", key, err)
 	}
 	return out.Row, nil
 }
 
 // List returns a page of rows, newest first.
 func (c *Client) List(ctx context.Context, lq ListQuery) (Page, error) {
+	return list[Page](ctx, c, lq)
+}
+
+// ListJSON is List returning each row as the server sent it.
+func (c *Client) ListJSON(ctx context.Context, lq ListQuery) (RawPage, error) {
+	return list[RawPage](ctx, c, lq)
+}
+
+func list[P Page | RawPage](ctx context.Context, c *Client, lq ListQuery) (P, error) {
 	q := url.Values{}
 	if c.tenant != "" {
 		q.Set("tenant", c.tenant)
@@ -177,9 +207,10 @@ func (c *Client) List(ctx context.Context, lq ListQuery) (Page, error) {
 	if lq.Cursor != "" {
 		q.Set("cursor", lq.Cursor)
 	}
-	var out Page
+	var out P
 	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/claims", query: q}, true, &out); err != nil {
-		return Page{}, fmt.Errorf("list: %w", err)
+		var zero P
+		return zero, fmt.Errorf("list: %w", err)
 	}
 	return out, nil
 }
@@ -205,9 +236,19 @@ func (c *Client) Compensate(ctx context.Context, key, action string) (ClaimRespo
 // Resolve closes a row by hand (admin token): succeeded or failed_poison,
 // with a note saying why.
 func (c *Client) Resolve(ctx context.Context, key string, r ResolveRequest) (ledger.Row, error) {
-	var out rowResponse
+	return resolve[ledger.Row](ctx, c, key, r)
+}
+
+// ResolveJSON is Resolve returning the resolved row as the server sent it.
+func (c *Client) ResolveJSON(ctx context.Context, key string, r ResolveRequest) (json.RawMessage, error) {
+	return resolve[json.RawMessage](ctx, c, key, r)
+}
+
+func resolve[T any](ctx context.Context, c *Client, key string, r ResolveRequest) (T, error) {
+	var out rowAnswer[T]
 	if _, err := c.do(ctx, request{method: http.MethodPost, path: keyPath(key, "/resolve"), body: r}, true, &out); err != nil {
-		return ledger.Row{}, fmt.Errorf("resolve %s: %w", key, err)
+		var zero T
+		return zero, fmt.Errorf("resolve %s: %w", key, err)
 	}
 	return out.Row, nil
 }

@@ -31,8 +31,8 @@ const (
 	// runs even when the caller's context has ended: the vendor call that
 	// used it up is exactly the one whose outcome must reach the ledger.
 	DefaultReportTimeout = 30 * time.Second
-	// maxResponse caps an API answer the client reads.
-	maxResponse = 4 << 20
+	// DefaultMaxResponse caps an API answer the client reads.
+	DefaultMaxResponse = 4 << 20
 )
 
 // Client talks to the reconciler claim API. It is safe for concurrent use.
@@ -54,6 +54,7 @@ type Client struct {
 	maxBackoff     time.Duration
 	scrub          *Scrubber
 	streamOpts     []string // stream name, subject prefix
+	maxResponse    int64
 }
 
 // Option configures a Client.
@@ -91,6 +92,11 @@ func WithScrubFields(fields ...string) Option {
 // WithTenant names the tenant an admin token reads (Get, List add ?tenant=).
 func WithTenant(tenant string) Option { return func(c *Client) { c.tenant = tenant } }
 
+// WithMaxResponse caps an answer the client reads (default 4 MiB); a
+// larger one is refused, not truncated. An admin tool listing rows that keep
+// large request bodies needs more.
+func WithMaxResponse(n int64) Option { return func(c *Client) { c.maxResponse = n } }
+
 // WithRequestTimeout bounds one API request (default 10 s).
 func WithRequestTimeout(d time.Duration) Option { return func(c *Client) { c.requestTimeout = d } }
 
@@ -124,6 +130,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		requestTimeout: DefaultRequestTimeout, reportTimeout: DefaultReportTimeout,
 		wait: DefaultWait, poll: DefaultPollInterval, retries: DefaultRetries,
 		backoff: 100 * time.Millisecond, maxBackoff: 2 * time.Second,
+		maxResponse: DefaultMaxResponse,
 	}
 	for _, o := range opts {
 		o(c)
@@ -146,6 +153,8 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		return nil, errors.New("client: negative retries")
 	case c.callTimeout < 0:
 		return nil, errors.New("client: negative call timeout")
+	case c.maxResponse <= 0:
+		return nil, errors.New("client: max response must be positive")
 	}
 	return c, nil
 }
@@ -247,7 +256,8 @@ func (c *Client) once(ctx context.Context, r request, body []byte, out any) (int
 		return 0, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	// One byte past the cap tells a complete answer from a cut one.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxResponse+1))
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("%s %s: read answer: %w", r.method, r.path, err)
 	}
@@ -256,6 +266,9 @@ func (c *Client) once(ctx context.Context, r request, body []byte, out any) (int
 		ok = ok || resp.StatusCode == s
 	}
 	if ok && !isErrorBody(data) {
+		if int64(len(data)) > c.maxResponse {
+			return resp.StatusCode, fmt.Errorf("%s %s: answer larger than %d bytes", r.method, r.path, c.maxResponse)
+		}
 		if out == nil {
 			return resp.StatusCode, nil
 		}
@@ -299,8 +312,14 @@ func decodeError(status int, data []byte) *Error {
 	return &Error{Status: status, Code: code, Message: msg}
 }
 
-// keyPath is the escaped path of a claim's route: a business key may hold
-// "/" and must arrive as %2F.
+// keyPath is the escaped path of a claim's route. A business key may hold
+// "/", "?", "#" or "%", all of which PathEscape encodes; a key of "." or
+// ".." would be a dot segment that a proxy may resolve away, so its dots are
+// encoded too.
 func keyPath(key string, suffix string) string {
-	return "/v1/claims/" + url.PathEscape(key) + suffix
+	k := url.PathEscape(key)
+	if strings.Trim(key, ".") == "" {
+		k = strings.Repeat("%2E", len(key))
+	}
+	return "/v1/claims/" + k + suffix
 }

@@ -5,7 +5,9 @@
 //   - New, Claim, ReportOutcome, Get, List, Compensate and Resolve mirror the
 //     claim API (ARCHITECTURE.md §5); every API error is an *Error that
 //     matches a sentinel with errors.Is (ErrNotFound, ErrFingerprintMismatch,
-//     ErrUnavailable, …).
+//     ErrUnavailable, …). With an admin token, WithTenant names the tenant
+//     read; GetJSON, ListJSON and ResolveJSON hand back rows as the server
+//     sent them, every field included (`reconciler ledger --json`).
 //   - Do claims the intent's key, calls the vendor only on proceed or
 //     retry_same_key, classifies and reports the answer (resending a lost
 //     report with the same body), replays a stored receipt, waits for a key in

@@ -88,4 +88,6 @@ internal internal/httpload api events events/natsserver ledger ledger/bolt inter
 # The load program, wherever its code lives: main.go over internal/httpload
 # or the load code itself under cmd/httpload.
 internal cmd/httpload internal/httpload api events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+# serve's configuration: validators and types, never a store, api or webhooks.
+internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth
 exit $fail

@@ -4,17 +4,19 @@
 // claim and admin API, the vendor webhooks, the resolver and the outbox relay
 // to NATS JetStream. With no flags it is a working single node: bbolt and an
 // embedded NATS server in ./data, HTTP on 127.0.0.1:8080, and development
-// tokens in ./data/token and ./data/admin_token (see tokens.go).
+// tokens in ./data/token and ./data/admin_token (config.EnsureTokens).
 //
-// This package owns the configuration (config.go: every setting of
-// ARCHITECTURE.md §9; precedence flag > RECONCILER_* environment > YAML file >
-// default; settings.go: the flag and variable of each) and the wiring of the
-// other packages into one program (main_program.go). It is the only package
-// that may import every other one, and the only one that knows which Store
-// and which pager are in use.
+// This package owns the program: Main (main_program.go), the wiring of the
+// other packages into `serve` (serve.go), and the subcommands drill,
+// send-fixture and ledger (an admin CLI on client.Client). Configuration —
+// every setting of ARCHITECTURE.md §9, precedence flag > RECONCILER_*
+// environment > YAML file > default, validation, tokens, redaction — is the
+// package internal/config. This is the only package that may import every
+// other one, and the only one that knows which Store and which pager are in
+// use.
 //
 // Concurrency: Main is driven by one goroutine (ParseFlags, Run, Close);
 // HTTPAddr and Err may be called from any goroutine. Every goroutine Run
 // starts is stopped by Close, in the shutdown order HTTP, resolver, relay,
-// NATS, store. A Config is a plain value, safe to share once loaded.
+// NATS, store.
 package main

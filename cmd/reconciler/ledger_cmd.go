@@ -19,6 +19,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -62,9 +64,6 @@ const (
 	// of which may keep a request body of up to the API's body limit, is
 	// large but finite; past this the answer is refused, not truncated.
 	ledgerMaxAnswer = 64 << 20
-	// ledgerMaxErrorText caps the text quoted from an answer that is not the
-	// API's error shape (an HTML page from a proxy, say).
-	ledgerMaxErrorText = 200
 )
 
 // ledgerUsageError is a mistake in the command line: exit 2 with the help.
@@ -189,50 +188,38 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	// The token is checked last so that a malformed command line is reported
 	// as such even where the variable is unset.
-	o.token = strings.TrimSpace(getenv(envAdminToken))
+	o.token = strings.TrimSpace(getenv(config.EnvAdminToken))
 	if o.token == "" {
-		return usageErrorf("%s is not set (a development node keeps it in data/admin_token)", envAdminToken)
+		return usageErrorf("%s is not set (a development node keeps it in data/admin_token)", config.EnvAdminToken)
 	}
 	if strings.IndexFunc(o.token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return usageErrorf("%s holds white space or control characters", envAdminToken)
+		return usageErrorf("%s holds white space or control characters", config.EnvAdminToken)
 	}
 	if !ledgerSafeTransport(base) {
 		fmt.Fprintf(stderr, "reconciler ledger: warning: sending the admin token over plain http to %s\n", base.Host)
 	}
 
-	c := &ledgerClient{
-		base: base, token: o.token, timeout: o.timeout,
-		http: &http.Client{
-			// A redirect is reported, not followed: the token would go
-			// wherever the Location points.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+	admin, err := newLedgerAPI(base, o)
+	if err != nil {
+		return err
 	}
 	switch sub {
 	case "list":
-		return ledgerList(ctx, c, o, stdout, stderr)
+		return ledgerList(ctx, admin, o, stdout, stderr)
 	case "show":
-		raw, err := c.do(ctx, http.MethodGet, ledgerKeyPath(key), url.Values{"tenant": {o.tenant}}, nil)
+		row, err := admin.c.GetJSON(ctx, key)
 		if err != nil {
-			return err
+			return admin.failure(err)
 		}
-		return ledgerPrintRow(stdout, raw, o.json)
+		return ledgerPrintRow(stdout, row, o.json)
 	default:
-		body, err := json.Marshal(struct {
-			Tenant    string `json:"tenant"`
-			Status    string `json:"status"`
-			ReceiptID string `json:"receipt_id,omitempty"`
-			Note      string `json:"note"`
-			Actor     string `json:"actor,omitempty"`
-		}{o.tenant, o.status, o.receiptID, o.note, o.actor})
+		row, err := admin.c.ResolveJSON(ctx, key, client.ResolveRequest{
+			Tenant: o.tenant, Status: ledger.Status(o.status), ReceiptID: o.receiptID, Note: o.note, Actor: o.actor,
+		})
 		if err != nil {
-			return fmt.Errorf("encode resolution: %w", err)
+			return admin.failure(err)
 		}
-		raw, err := c.do(ctx, http.MethodPost, ledgerKeyPath(key)+"/resolve", nil, body)
-		if err != nil {
-			return err
-		}
-		return ledgerPrintRow(stdout, raw, o.json)
+		return ledgerPrintRow(stdout, row, o.json)
 	}
 }
 
@@ -278,7 +265,7 @@ func ledgerBaseURL(s string) (*url.URL, error) {
 	case u.Host == "":
 		return nil, usageErrorf("--url %s: no host", u.Redacted())
 	case u.User != nil:
-		return nil, usageErrorf("--url: credentials belong in %s, not the URL", envAdminToken)
+		return nil, usageErrorf("--url: credentials belong in %s, not the URL", config.EnvAdminToken)
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, usageErrorf("--url %s: no query or fragment, please", u.Redacted())
 	}
@@ -301,154 +288,73 @@ func ledgerSafeTransport(u *url.URL) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ledgerKeyPath is the escaped path of a row. Business keys may hold "/",
-// "?", "#" or "%", all of which PathEscape encodes; a key of "." or ".."
-// would be a dot segment that a proxy may resolve away, so its dots are
-// encoded too.
-func ledgerKeyPath(key string) string {
-	k := url.PathEscape(key)
-	if strings.Trim(key, ".") == "" {
-		k = strings.Repeat("%2E", len(key))
-	}
-	return "/v1/claims/" + k
-}
-
-// ledgerClient sends admin requests, each bounded by its own timeout.
-type ledgerClient struct {
-	base    *url.URL
-	token   string
+// ledgerAPI is the admin API as the command uses it: a client.Client that
+// sends each request once (an operator reruns by hand; a resolve is never
+// resent behind their back), never follows a redirect, and whose failures
+// failure words as one line.
+type ledgerAPI struct {
+	c       *client.Client
 	timeout time.Duration
-	http    *http.Client
+	// location is the Location of the last redirect refused.
+	location string
 }
 
-// ledgerAPIError is a non-2xx answer: the API's code and message when it
-// sent its error shape, else the status text and the start of the body.
-type ledgerAPIError struct {
-	status  int
-	code    string
-	message string
-}
-
-func (e *ledgerAPIError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message)
-}
-
-// do sends one request (path is already escaped) and returns the 2xx body.
-func (c *ledgerClient) do(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
-	ref := c.base.EscapedPath() + path
-	if len(query) > 0 {
-		ref += "?" + query.Encode()
+func newLedgerAPI(base *url.URL, o ledgerOpts) (*ledgerAPI, error) {
+	a := &ledgerAPI{timeout: o.timeout}
+	hc := &http.Client{
+		// A redirect is reported, not followed: the token would go
+		// wherever the Location points.
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			a.location = req.Response.Header.Get("Location")
+			return http.ErrUseLastResponse
+		},
 	}
-	u, err := url.Parse(c.base.Scheme + "://" + c.base.Host + ref)
+	c, err := client.New(base.String(), o.token,
+		client.WithHTTPClient(hc), client.WithTenant(o.tenant), client.WithRequestTimeout(o.timeout),
+		client.WithRetries(0, time.Second), // one send; the backoff never applies
+		client.WithMaxResponse(ledgerMaxAnswer))
 	if err != nil {
-		return nil, fmt.Errorf("build url: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	// The error of Do names the method and URL, which hold no secret.
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("%s %s: no answer within %s (--timeout)", method, u.Redacted(), c.timeout)
-		}
 		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, ledgerMaxAnswer+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read answer: %w", method, u.Redacted(), err)
-	}
-	if len(data) > ledgerMaxAnswer {
-		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, u.Redacted(), ledgerMaxAnswer)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, ledgerErrorOf(resp, data)
-	}
-	return data, nil
+	a.c = c
+	return a, nil
 }
 
-func ledgerErrorOf(resp *http.Response, data []byte) error {
-	var eb struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+// failure words a failed request the way the command prints it: the API's
+// "404 not_found: no such claim" (for an answer that is not the API's, the
+// status and the start of the body, on one line), a redirect with its
+// target, a timeout as --timeout's, and a transport failure as net/http
+// says it (its method and URL hold no secret). It is the command's last
+// layer, so it keeps only the words.
+func (a *ledgerAPI) failure(err error) error {
+	var ae *client.Error
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ae):
+		msg := strings.Join(strings.Fields(ae.Message), " ")
+		if ae.Status/100 == 3 && a.location != "" {
+			msg = "redirected to " + a.location + "; point --url there"
+		}
+		return fmt.Errorf("%d %s: %s", ae.Status, ae.Code, cmp.Or(msg, "(empty answer)"))
+	case errors.As(err, &ue) && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s %s: no answer within %s (--timeout)", strings.ToUpper(ue.Op), ue.URL, a.timeout)
+	case errors.As(err, &ue):
+		return ue
 	}
-	if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
-		return &ledgerAPIError{status: resp.StatusCode, code: eb.Error.Code, message: eb.Error.Message}
-	}
-	// Not the API's shape: a proxy, a wrong --url, a redirect.
-	text := http.StatusText(resp.StatusCode)
-	msg := strings.Join(strings.Fields(string(data)), " ")
-	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
-		msg = "redirected to " + loc + "; point --url there"
-	}
-	if len(msg) > ledgerMaxErrorText {
-		msg = msg[:ledgerMaxErrorText] + "…"
-	}
-	if msg == "" {
-		msg = "(empty answer)"
-	}
-	return &ledgerAPIError{status: resp.StatusCode, code: snakeStatus(text), message: msg}
+	return err
 }
 
-// snakeStatus turns "Bad Gateway" into "bad_gateway", the API's code style.
-func snakeStatus(s string) string {
-	if s == "" {
-		return "http_error"
-	}
-	return strings.ReplaceAll(strings.ToLower(s), " ", "_")
-}
-
-// ledgerPage is a page of GET /v1/claims. Rows stay raw so that --json
-// passes on every field the server sent, including ones this build does not
-// know.
-type ledgerPage struct {
-	Rows       []json.RawMessage `json:"rows"`
-	NextCursor string            `json:"next_cursor"`
-}
-
-func ledgerList(ctx context.Context, c *ledgerClient, o ledgerOpts, stdout, stderr io.Writer) error {
-	q := url.Values{"tenant": {o.tenant}}
-	if o.status != "" {
-		q.Set("status", o.status)
-	}
-	if o.runID != "" {
-		q.Set("run_id", o.runID)
-	}
-	if o.limit > 0 {
-		q.Set("limit", strconv.Itoa(o.limit))
-	}
+func ledgerList(ctx context.Context, admin *ledgerAPI, o ledgerOpts, stdout, stderr io.Writer) error {
+	q := client.ListQuery{Status: ledger.Status(o.status), RunID: o.runID, Limit: o.limit, Cursor: o.cursor}
 	// The table starts with the first page, so a request that fails at once
 	// leaves stdout empty.
 	var tw *tabwriter.Writer
-	cursor := o.cursor
 	seen := map[string]bool{}
 	n := 0
 	for {
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		data, err := c.do(ctx, http.MethodGet, "/v1/claims", q, nil)
+		p, err := admin.c.ListJSON(ctx, q)
 		if err != nil {
-			return ledgerFlushThen(tw, err)
-		}
-		var p ledgerPage
-		if err := json.Unmarshal(data, &p); err != nil {
-			return ledgerFlushThen(tw, fmt.Errorf("decode page: %w", err))
+			return ledgerFlushThen(tw, admin.failure(err))
 		}
 		if !o.json && tw == nil {
 			tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -476,7 +382,7 @@ func ledgerList(ctx context.Context, c *ledgerClient, o ledgerOpts, stdout, stde
 			return ledgerFlushThen(tw, errors.New("the server repeated a cursor; stopping"))
 		}
 		seen[p.NextCursor] = true
-		cursor = p.NextCursor
+		q.Cursor = p.NextCursor
 	}
 	if err := ledgerFlushThen(tw, nil); err != nil {
 		return err
@@ -570,35 +476,32 @@ var ledgerRowOrder = []string{
 // API omits a false flag.
 var ledgerAbsent = map[string]string{"idempotent_replayed": "false"}
 
-// ledgerPrintRow prints a {"row": …} answer: compact JSON with asJSON, else
-// one "field  value" line per field, nested records flattened
+// ledgerPrintRow prints a row as the server sent it: compact JSON with
+// asJSON, else one "field  value" line per field, nested records flattened
 // (resolution.actor, alerts[0].kind). Absent fields print "-", so the
 // operator sees that a row was never paged rather than guessing.
-func ledgerPrintRow(w io.Writer, data []byte, asJSON bool) error {
-	var resp struct {
-		Row json.RawMessage `json:"row"`
-	}
-	if err := json.Unmarshal(data, &resp); err != nil || len(resp.Row) == 0 || resp.Row[0] != '{' {
+func ledgerPrintRow(w io.Writer, row json.RawMessage, asJSON bool) error {
+	if len(row) == 0 || row[0] != '{' {
 		return errors.New("decode row: the answer holds no row")
 	}
 	if asJSON {
 		var b bytes.Buffer
-		if err := json.Compact(&b, resp.Row); err != nil {
+		if err := json.Compact(&b, row); err != nil {
 			return fmt.Errorf("decode row: %w", err)
 		}
 		b.WriteByte('\n')
 		_, err := w.Write(b.Bytes())
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(resp.Row))
+	dec := json.NewDecoder(bytes.NewReader(row))
 	dec.UseNumber() // amounts and counts print exactly as sent
-	var row map[string]any
-	if err := dec.Decode(&row); err != nil {
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
 		return fmt.Errorf("decode row: %w", err)
 	}
 	keys := slices.Clone(ledgerRowOrder)
 	var extra []string
-	for k := range row {
+	for k := range fields {
 		if !slices.Contains(ledgerRowOrder, k) {
 			extra = append(extra, k)
 		}
@@ -608,7 +511,7 @@ func ledgerPrintRow(w io.Writer, data []byte, asJSON bool) error {
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, k := range keys {
-		v, ok := row[k]
+		v, ok := fields[k]
 		if !ok || v == nil {
 			fmt.Fprintf(tw, "%s\t%s\n", k, cmp.Or(ledgerAbsent[k], "-"))
 			continue

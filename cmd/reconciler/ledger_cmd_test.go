@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 )
@@ -89,7 +90,7 @@ func (f *ledgerFixture) run(env map[string]string, args ...string) (code int, st
 			return v
 		}
 		switch k {
-		case envAdminToken:
+		case config.EnvAdminToken:
 			return ledgerAdminToken
 		case ledgerEnvURL:
 			return f.url
@@ -176,9 +177,9 @@ func TestLedgerShowEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := `{"row":` + strings.TrimSuffix(string(rowJSON), "}") + `,"future_field":{"x":1}}}`
+	raw := strings.TrimSuffix(string(rowJSON), "}") + `,"future_field":{"x":1}}`
 	var out bytes.Buffer
-	if err := ledgerPrintRow(&out, []byte(body), false); err != nil {
+	if err := ledgerPrintRow(&out, json.RawMessage(raw), false); err != nil {
 		t.Fatalf("print: %v", err)
 	}
 	fields := ledgerShowFields(out.String())
@@ -402,10 +403,10 @@ func TestLedgerErrors(t *testing.T) {
 		{name: "unknown subcommand", args: []string{"delete"}, wantCode: 2, wantStderr: `reconciler ledger: unknown subcommand "delete"`},
 		{name: "unknown flag", args: []string{"list", "--tenant", "acme", "--token", "x"}, wantCode: 2, wantStderr: "reconciler ledger: flag provided but not defined: -token"},
 		{name: "missing tenant", args: []string{"list"}, wantCode: 2, wantStderr: "reconciler ledger: --tenant is required"},
-		{name: "missing token", env: map[string]string{envAdminToken: ""}, args: []string{"list", "--tenant", "acme"}, wantCode: 2, wantStderr: "reconciler ledger: RECONCILER_ADMIN_TOKEN is not set"},
-		{name: "token with space", env: map[string]string{envAdminToken: "a b"}, args: []string{"list", "--tenant", "acme"}, wantCode: 2, wantStderr: "reconciler ledger: RECONCILER_ADMIN_TOKEN holds white space"},
-		{name: "unknown token", env: map[string]string{envAdminToken: "tok_wrong_ledgercmd"}, args: []string{"show", "k1", "--tenant", "acme"}, wantCode: 1, wantStderr: "reconciler ledger: 401 unauthorized: missing or unknown bearer token\n"},
-		{name: "tenant token", env: map[string]string{envAdminToken: ledgerTenantToken}, args: []string{"resolve", "k1", "--tenant", "acme", "--status", "succeeded", "--note", "n"}, wantCode: 1, wantStderr: "reconciler ledger: 403 forbidden: this route needs an admin token\n"},
+		{name: "missing token", env: map[string]string{config.EnvAdminToken: ""}, args: []string{"list", "--tenant", "acme"}, wantCode: 2, wantStderr: "reconciler ledger: RECONCILER_ADMIN_TOKEN is not set"},
+		{name: "token with space", env: map[string]string{config.EnvAdminToken: "a b"}, args: []string{"list", "--tenant", "acme"}, wantCode: 2, wantStderr: "reconciler ledger: RECONCILER_ADMIN_TOKEN holds white space"},
+		{name: "unknown token", env: map[string]string{config.EnvAdminToken: "tok_wrong_ledgercmd"}, args: []string{"show", "k1", "--tenant", "acme"}, wantCode: 1, wantStderr: "reconciler ledger: 401 unauthorized: missing or unknown bearer token\n"},
+		{name: "tenant token", env: map[string]string{config.EnvAdminToken: ledgerTenantToken}, args: []string{"resolve", "k1", "--tenant", "acme", "--status", "succeeded", "--note", "n"}, wantCode: 1, wantStderr: "reconciler ledger: 403 forbidden: this route needs an admin token\n"},
 		{name: "no such key", args: []string{"show", "nope/1", "--tenant", "acme"}, wantCode: 1, wantStderr: "reconciler ledger: 404 not_found: no such claim\n"},
 		{name: "other tenant's key", args: []string{"show", "k1", "--tenant", "globex"}, wantCode: 1, wantStderr: "reconciler ledger: 404 not_found: no such claim\n"},
 		{name: "resolve no such key", args: []string{"resolve", "nope", "--tenant", "acme", "--status", "succeeded", "--note", "n"}, wantCode: 1, wantStderr: "reconciler ledger: 404 not_found: no such claim\n"},

@@ -11,10 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 )
 
 // Main is the program: main.go only parses the command line into it, runs it
@@ -22,7 +23,7 @@ import (
 // real program with a t.TempDir(), its own environment and port 0.
 type Main struct {
 	// Config is the effective configuration; ParseFlags fills it in.
-	Config Config
+	Config config.Config
 	// Command is the subcommand ParseFlags chose ("serve" by default).
 	Command string
 
@@ -51,7 +52,7 @@ type Main struct {
 // NewMain returns a Main reading the process's environment and clock.
 func NewMain() *Main {
 	return &Main{
-		Config: Default(),
+		Config: config.Default(),
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 		Getenv: os.Getenv,
@@ -81,15 +82,7 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 
 	fs := flag.NewFlagSet("reconciler serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // we print our own help and one-line errors
-	var configPath string
-	configSet := false
-	fs.Func("config", "YAML config file", func(s string) error { configPath, configSet = s, true; return nil })
-	values := map[string]string{}
-	for _, s := range settings {
-		if f := s.flag(); f != "" {
-			fs.Func(f, s.usage, func(v string) error { values[s.key] = v; return nil })
-		}
-	}
+	flags := config.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			m.usage(m.Stdout)
@@ -100,10 +93,7 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q (run reconciler --help)", fs.Arg(0))}
 	}
-	if !configSet {
-		configPath = m.getenv(envConfig)
-	}
-	cfg, err := LoadConfig(configPath, m.getenv, values)
+	cfg, err := flags.Load(m.getenv)
 	m.Config = cfg
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -126,7 +116,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := os.MkdirAll(m.Config.Data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	if err := m.ensureTokens(); err != nil {
+	if err := m.Config.EnsureTokens(m.getenv, m.Rand, m.Logger); err != nil {
 		return err
 	}
 	// The one line that shows the effective configuration; Config.LogValue redacts it.
@@ -297,88 +287,16 @@ func oneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
-// usage prints the commands and every flag with its environment variable,
+// usage prints the commands, then every flag with its environment variable,
 // config key and default.
 func (m *Main) usage(w io.Writer) {
-	def := Default()
-	root := reflect.ValueOf(&def).Elem()
-	var b strings.Builder
-	b.WriteString(`Usage:
+	_, _ = io.WriteString(w, `Usage:
   reconciler [serve] [flags]               run the service (the default command)
   reconciler drill [--json]                run the duplicate-delivery drills in-process (exit 1 if any fails)
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API
 
-Flags of serve. Each setting has a flag, an environment variable and a
-config-file key; a flag beats the environment, which beats the config file,
-which beats the default. Durations are Go durations (90s, 15m).
-
 `)
-	row := func(flagName, env, key, deflt, usage string) {
-		fmt.Fprintf(&b, "  %-36s %-40s %s\n", flagName, env, "default: "+deflt)
-		if key != "" {
-			usage += " (config key: " + key + ")"
-		}
-		fmt.Fprintf(&b, "      %s\n", usage)
-	}
-	row("--config PATH", envConfig, "", "none", "YAML config file: tenants, tokens, webhook endpoints, paging, event types")
-	var envOnly []setting
-	for _, s := range settings {
-		if s.envOnly {
-			envOnly = append(envOnly, s)
-			continue
-		}
-		row("--"+s.flag()+" "+metavar(root, s.key), s.env(), s.key, defaultText(root, s.key), s.usage)
-	}
-	b.WriteString("\nSecrets: environment or config file only (a flag would show them in the process list).\n\n")
-	for _, s := range envOnly {
-		row("", s.env(), s.key, defaultText(root, s.key), s.usage)
-	}
-	fmt.Fprintf(&b, `
-Tokens when the config file names no tenants or no admin_tokens:
-  %-36s token of tenant %q; unset: %s, generated on the first start (mode 0600)
-  %-36s admin token; unset: %s, generated likewise
-The log names the token files, never a token. ${VAR} in the config file is
-read from the environment; an unset variable stops start-up.
-`, envToken, DefaultTenant, "<data>/"+tokenFile, envAdminToken, "<data>/"+adminTokenFile)
-	_, _ = io.WriteString(w, b.String())
-}
-
-func defaultText(root reflect.Value, key string) string {
-	f, ok := fieldByPath(root, key)
-	if !ok {
-		return "?"
-	}
-	s := fmt.Sprint(documentValue(f))
-	if s == "" {
-		if key == "nats_url" {
-			return "none (embedded server)"
-		}
-		return "none"
-	}
-	return s
-}
-
-// metavar names the kind of value a flag takes, for the help.
-func metavar(root reflect.Value, key string) string {
-	f, ok := fieldByPath(root, key)
-	switch {
-	case !ok:
-		return "VALUE"
-	case f.Type() == durationType:
-		return "DURATION"
-	case f.Type() == reflect.TypeFor[ByteSize]():
-		return "SIZE"
-	case f.Type() == levelType:
-		return "LEVEL"
-	case strings.HasSuffix(key, "url") || strings.HasSuffix(key, "api_base") || key == "store":
-		return "URL"
-	case key == "http" || strings.HasSuffix(key, "listen"):
-		return "ADDR"
-	case key == "data":
-		return "DIR"
-	default:
-		return "NAME"
-	}
+	_ = config.WriteHelp(w)
 }

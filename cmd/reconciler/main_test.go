@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 )
 
 // syncBuffer is an io.Writer the program's goroutines and the test may share.
@@ -37,6 +39,48 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// configTestdata holds the config package's test documents; the program's
+// tests start serve with some of them.
+const configTestdata = "internal/config/testdata/"
+
+// fullEnv holds the variables internal/config/testdata/full.yaml references
+// (the config package's tests use the same). The "SeKrEt" marker lets tests
+// assert that no secret value reaches the log.
+var fullEnv = map[string]string{
+	"ACME_TOKEN":             "acme-SeKrEt-token-0001",
+	"RECONCILER_ADMIN_TOKEN": "admin-SeKrEt-token-0002",
+	"STRIPE_API_KEY":         "sk_test_SeKrEt_0003",
+	"STRIPE_WEBHOOK_SECRET":  "whsec_SeKrEt_0004",
+	"PAYPAL_CLIENT_SECRET":   "paypal-SeKrEt-0005",
+	"RESEND_WEBHOOK_SECRET":  "whsec_U2VLckV0LTAwMDY=", // base64 of "SeKrEt-0006"
+	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
+	"SLACK_HOOK_SECRET":      "SeKrEt0008",
+}
+
+// mapEnv is an injected environment.
+func mapEnv(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// valueOf reads a setting the way the config file spells it.
+func valueOf(t *testing.T, c config.Config, key string) string {
+	t.Helper()
+	v, ok := c.Value(key)
+	if !ok {
+		t.Fatalf("no setting %q", key)
+	}
+	return v
+}
+
+func writeFile(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 type testMain struct {
@@ -116,7 +160,7 @@ func TestMainServe(t *testing.T) {
 	// Secrets from the environment settings, too.
 	env["RECONCILER_PAYPAL_CLIENT_SECRET"] = "env-SeKrEt-0009"
 	env["RECONCILER_PAGING_WEBHOOK_URL"] = "https://hooks.example/env-SeKrEt-0010"
-	m := startMain(t, env, "serve", "--config", "testdata/full.yaml", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-level", "debug")
+	m := startMain(t, env, "serve", "--config", configTestdata+"full.yaml", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-level", "debug")
 
 	addr := m.HTTPAddr()
 	if addr == "" || strings.HasSuffix(addr, ":0") {
@@ -138,7 +182,7 @@ func TestMainServe(t *testing.T) {
 	if got := fi.Mode().Perm(); got != 0o700 {
 		t.Errorf("data directory mode = %#o, want 0700", got)
 	}
-	for _, f := range []string{tokenFile, adminTokenFile} {
+	for _, f := range []string{config.TokenFile, config.AdminTokenFile} {
 		if _, err := os.Stat(filepath.Join(data, f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s written although the config names tokens (stat: %v)", f, err)
 		}
@@ -167,14 +211,14 @@ func TestMainServe(t *testing.T) {
 		got  any
 		want any
 	}{
-		{"tenant token", cfg["tenants"].([]any)[0].(map[string]any)["tokens"], []any{redacted}},
-		{"admin token", cfg["admin_tokens"], []any{redacted}},
-		{"stripe api key", cfg["stripe"].(map[string]any)["api_key"], redacted},
-		{"paypal client secret from env", cfg["paypal"].(map[string]any)["client_secret"], redacted},
+		{"tenant token", cfg["tenants"].([]any)[0].(map[string]any)["tokens"], []any{config.RedactedText}},
+		{"admin token", cfg["admin_tokens"], []any{config.RedactedText}},
+		{"stripe api key", cfg["stripe"].(map[string]any)["api_key"], config.RedactedText},
+		{"paypal client secret from env", cfg["paypal"].(map[string]any)["client_secret"], config.RedactedText},
 		{"pager webhook from env", cfg["paging"].(map[string]any)["webhook"].(map[string]any)["url"], "https://hooks.example/REDACTED"},
 		{"http shown", cfg["http"], "127.0.0.1:0"},
 		{"data shown", cfg["data"], data},
-		{"config file shown", cfg["config"], "testdata/full.yaml"},
+		{"config file shown", cfg["config"], configTestdata + "full.yaml"},
 		{"resolver shown", cfg["resolver"], map[string]any{"interval": "30s", "grace": "1m", "pending_ttl": "15m"}},
 	}
 	for _, c := range checks {
@@ -198,12 +242,12 @@ func TestHelp(t *testing.T) {
 				t.Fatalf("err = %v (exit %d), want flag.ErrHelp (exit 0)", err, ExitCode(err))
 			}
 			out := m.stdout.String()
-			want := []string{"--config", envConfig, envToken, envAdminToken, "drill", "send-fixture", "ledger"}
-			def := Default()
-			for _, s := range settings {
-				want = append(want, s.env(), valueOf(t, def, s.key))
-				if s.flag() != "" {
-					want = append(want, "--"+s.flag()+" ")
+			want := []string{"--config", config.EnvConfig, config.EnvToken, config.EnvAdminToken, "drill", "send-fixture", "ledger"}
+			def := config.Default()
+			for _, s := range config.Settings() {
+				want = append(want, s.Env(), valueOf(t, def, s.Key))
+				if s.Flag() != "" {
+					want = append(want, "--"+s.Flag()+" ")
 				}
 			}
 			for _, w := range want {
@@ -211,9 +255,9 @@ func TestHelp(t *testing.T) {
 					t.Errorf("help lacks %q", w)
 				}
 			}
-			for _, s := range settings {
-				if s.envOnly && strings.Contains(out, "--"+strings.NewReplacer(".", "-", "_", "-").Replace(s.key)) {
-					t.Errorf("help offers a flag for secret %s", s.key)
+			for _, s := range config.Settings() {
+				if s.EnvOnly && strings.Contains(out, "--"+strings.NewReplacer(".", "-", "_", "-").Replace(s.Key)) {
+					t.Errorf("help offers a flag for secret %s", s.Key)
 				}
 			}
 		})
@@ -233,7 +277,7 @@ func TestCommands(t *testing.T) {
 		{"stray argument", []string{"serve", "extra"}, 2, `unexpected argument "extra"`},
 		{"missing config file", []string{"--config", "/nonexistent/reconciler.yaml"}, 1, "config: read config: open /nonexistent/reconciler.yaml"},
 		{"bad flag value", []string{"--http", "nowhere"}, 1, `config: --http: http: bad listen address "nowhere"`},
-		{"bad config file", []string{"--config", "testdata/broken.yaml"}, 1, "testdata/broken.yaml:4: tenants[1].id: duplicate tenant id"},
+		{"bad config file", []string{"--config", configTestdata + "broken.yaml"}, 1, configTestdata + "broken.yaml:4: tenants[1].id: duplicate tenant id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,8 +310,8 @@ func TestConfigFileChoice(t *testing.T) {
 		wantHTTP string
 	}{
 		{"none", nil, nil, "", "127.0.0.1:8080"},
-		{"environment", map[string]string{envConfig: fileA}, nil, fileA, "127.0.0.1:1111"},
-		{"flag beats environment", map[string]string{envConfig: fileA}, []string{"--config", fileB}, fileB, "127.0.0.1:2222"},
+		{"environment", map[string]string{config.EnvConfig: fileA}, nil, fileA, "127.0.0.1:1111"},
+		{"flag beats environment", map[string]string{config.EnvConfig: fileA}, []string{"--config", fileB}, fileB, "127.0.0.1:2222"},
 		{"flag before serve", nil, []string{"serve", "--config=" + fileB}, fileB, "127.0.0.1:2222"},
 		{"http flag beats file", nil, []string{"--config", fileB, "--http", "127.0.0.1:3333"}, fileB, "127.0.0.1:3333"},
 	}
@@ -295,7 +339,7 @@ func readToken(t *testing.T, path string) string {
 
 func TestDevTokens(t *testing.T) {
 	const envTok, envAdmin = "env-tenant-token-0123456789", "env-admin-token-0123456789"
-	minimal, err := filepath.Abs("testdata/minimal.yaml")
+	minimal, err := filepath.Abs(configTestdata + "minimal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +354,7 @@ func TestDevTokens(t *testing.T) {
 		{
 			name: "generated on first start",
 			check: func(t *testing.T, m *testMain, data string) {
-				for _, f := range []string{tokenFile, adminTokenFile} {
+				for _, f := range []string{config.TokenFile, config.AdminTokenFile} {
 					fi, err := os.Stat(filepath.Join(data, f))
 					if err != nil {
 						t.Fatal(err)
@@ -319,15 +363,15 @@ func TestDevTokens(t *testing.T) {
 						t.Errorf("%s mode = %#o, want 0600", f, fi.Mode().Perm())
 					}
 				}
-				tok, admin := readToken(t, filepath.Join(data, tokenFile)), readToken(t, filepath.Join(data, adminTokenFile))
+				tok, admin := readToken(t, filepath.Join(data, config.TokenFile)), readToken(t, filepath.Join(data, config.AdminTokenFile))
 				if b, err := hex.DecodeString(tok); err != nil || len(b) != 32 {
 					t.Errorf("token is not 32 random bytes in hex")
 				}
 				if tok == admin {
 					t.Error("tenant and admin token are the same")
 				}
-				if got := m.Config.TokenTenants(); !reflect.DeepEqual(got, map[string]string{tok: DefaultTenant}) {
-					t.Errorf("TokenTenants has %d entries, want the generated token for %q", len(got), DefaultTenant)
+				if got := m.Config.TokenTenants(); !reflect.DeepEqual(got, map[string]string{tok: config.DefaultTenant}) {
+					t.Errorf("TokenTenants has %d entries, want the generated token for %q", len(got), config.DefaultTenant)
 				}
 				if !reflect.DeepEqual(m.Config.AdminTokens, []string{admin}) {
 					t.Error("AdminTokens is not the generated admin token")
@@ -359,11 +403,11 @@ func TestDevTokens(t *testing.T) {
 				}
 			},
 			check: func(t *testing.T, m *testMain, data string) {
-				tok := readToken(t, filepath.Join(data, tokenFile))
-				if m.Config.TokenTenants()[tok] != DefaultTenant {
+				tok := readToken(t, filepath.Join(data, config.TokenFile))
+				if m.Config.TokenTenants()[tok] != config.DefaultTenant {
 					t.Error("the second start does not use the stored token")
 				}
-				if !reflect.DeepEqual(m.Config.AdminTokens, []string{readToken(t, filepath.Join(data, adminTokenFile))}) {
+				if !reflect.DeepEqual(m.Config.AdminTokens, []string{readToken(t, filepath.Join(data, config.AdminTokenFile))}) {
 					t.Error("the second start does not use the stored admin token")
 				}
 				if strings.Contains(m.stderr.String(), `"generated token"`) {
@@ -373,12 +417,12 @@ func TestDevTokens(t *testing.T) {
 		},
 		{
 			name: "taken from the environment",
-			env:  map[string]string{envToken: envTok, envAdminToken: envAdmin},
+			env:  map[string]string{config.EnvToken: envTok, config.EnvAdminToken: envAdmin},
 			check: func(t *testing.T, m *testMain, data string) {
-				if m.Config.TokenTenants()[envTok] != DefaultTenant || !reflect.DeepEqual(m.Config.AdminTokens, []string{envAdmin}) {
+				if m.Config.TokenTenants()[envTok] != config.DefaultTenant || !reflect.DeepEqual(m.Config.AdminTokens, []string{envAdmin}) {
 					t.Error("environment tokens not used")
 				}
-				for _, f := range []string{tokenFile, adminTokenFile} {
+				for _, f := range []string{config.TokenFile, config.AdminTokenFile} {
 					if _, err := os.Stat(filepath.Join(data, f)); !errors.Is(err, os.ErrNotExist) {
 						t.Errorf("%s written although the environment has the token", f)
 					}
@@ -390,7 +434,7 @@ func TestDevTokens(t *testing.T) {
 		},
 		{
 			name: "config tenants win over RECONCILER_TOKEN",
-			env:  map[string]string{envToken: envTok},
+			env:  map[string]string{config.EnvToken: envTok},
 			args: []string{"--config", minimal},
 			check: func(t *testing.T, m *testMain, data string) {
 				if _, ok := m.Config.TokenTenants()[envTok]; ok {
@@ -399,10 +443,10 @@ func TestDevTokens(t *testing.T) {
 				if !strings.Contains(m.stderr.String(), "RECONCILER_TOKEN is ignored") {
 					t.Error("no warning that RECONCILER_TOKEN is ignored")
 				}
-				if _, err := os.Stat(filepath.Join(data, tokenFile)); !errors.Is(err, os.ErrNotExist) {
+				if _, err := os.Stat(filepath.Join(data, config.TokenFile)); !errors.Is(err, os.ErrNotExist) {
 					t.Error("tenant token file written although the config names tenants")
 				}
-				if _, err := os.Stat(filepath.Join(data, adminTokenFile)); err != nil {
+				if _, err := os.Stat(filepath.Join(data, config.AdminTokenFile)); err != nil {
 					t.Errorf("admin token file missing although the config names no admin_tokens: %v", err)
 				}
 			},
@@ -413,10 +457,10 @@ func TestDevTokens(t *testing.T) {
 				if err := os.MkdirAll(data, 0o700); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(data, tokenFile), []byte("loose-token-0123456789\n"), 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(data, config.TokenFile), []byte("loose-token-0123456789\n"), 0o600); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.Chmod(filepath.Join(data, tokenFile), 0o644); err != nil {
+				if err := os.Chmod(filepath.Join(data, config.TokenFile), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -428,7 +472,7 @@ func TestDevTokens(t *testing.T) {
 				if err := os.MkdirAll(data, 0o700); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(data, adminTokenFile), []byte("\n"), 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(data, config.AdminTokenFile), []byte("\n"), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -436,12 +480,12 @@ func TestDevTokens(t *testing.T) {
 		},
 		{
 			name:    "short environment token",
-			env:     map[string]string{envToken: "short"},
+			env:     map[string]string{config.EnvToken: "short"},
 			wantErr: "RECONCILER_TOKEN: tenants[0].tokens[0]: token is shorter than 16 characters",
 		},
 		{
 			name:    "same environment token twice",
-			env:     map[string]string{envToken: envTok, envAdminToken: envTok},
+			env:     map[string]string{config.EnvToken: envTok, config.EnvAdminToken: envTok},
 			wantErr: "RECONCILER_ADMIN_TOKEN: admin_tokens[0]: token used twice (also at tenants[0].tokens[0])",
 		},
 	}
@@ -473,49 +517,6 @@ func TestDevTokens(t *testing.T) {
 		})
 	}
 }
-
-func TestLoadOrCreateTokenConcurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "token")
-	const n = 8
-	var wg sync.WaitGroup
-	toks := make([]string, n)
-	created := make([]bool, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			toks[i], created[i], errs[i] = loadOrCreateToken(path, randReader{})
-		}()
-	}
-	wg.Wait()
-	creators := 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("caller %d: %v", i, errs[i])
-		}
-		if toks[i] != toks[0] {
-			t.Errorf("caller %d got a different token", i)
-		}
-		if created[i] {
-			creators++
-		}
-	}
-	if creators != 1 {
-		t.Errorf("%d callers created the file, want 1", creators)
-	}
-	if got := readToken(t, path); got != toks[0] {
-		t.Error("the file does not hold the token the callers got")
-	}
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".token-*")); len(left) > 0 {
-		t.Errorf("temporary files left behind: %v", left)
-	}
-}
-
-// randReader is crypto/rand, which is safe for concurrent use.
-type randReader struct{}
-
-func (randReader) Read(p []byte) (int, error) { return NewMain().Rand.Read(p) }
 
 func TestClose(t *testing.T) {
 	t.Run("stages in shutdown order, reverse registration within one", func(t *testing.T) {

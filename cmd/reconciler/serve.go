@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/eventsprom"
 	"github.com/agentledger/reconciler/events/natsserver"
@@ -110,7 +111,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		WakeRelay:    relay.Wake,
 		Ready: []api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
-				_, err := st.Get(ctx, DefaultTenant, "readyz")
+				_, err := st.Get(ctx, config.DefaultTenant, "readyz")
 				if errors.Is(err, ledger.ErrNotFound) {
 					return nil
 				}
@@ -131,7 +132,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 
-	wo, err := cfg.webhookOptions()
+	wo, err := webhookOptions(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/matcher"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
 // webhookOptions turns the configuration's endpoints into the webhook
 // handler's options (store, metrics, logger and clock are set by the caller).
-func (c Config) webhookOptions() (webhooks.Options, error) {
+func webhookOptions(c config.Config) (webhooks.Options, error) {
 	var o webhooks.Options
 	for _, ep := range c.Stripe.Endpoints {
 		o.Stripe = append(o.Stripe, webhooks.StripeEndpoint{

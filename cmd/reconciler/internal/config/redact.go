@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// redacted replaces every secret in the effective configuration.
-const redacted = "REDACTED"
+// RedactedText is what Redacted puts in place of every secret of the
+// effective configuration.
+const RedactedText = "REDACTED"
 
 // Redacted returns a copy of c in which every value tagged `secret` is
 // replaced by "REDACTED": tenant and admin tokens, webhook secrets, API keys,
@@ -76,14 +77,14 @@ func redactString(s, mode string) string {
 	case "endpoint":
 		u, err := url.Parse(strings.TrimSpace(s))
 		if err != nil || u.Host == "" || u.Opaque != "" {
-			return redacted
+			return RedactedText
 		}
 		if u.Path == "" && u.RawQuery == "" && u.User == nil && u.Fragment == "" {
 			return u.String()
 		}
-		return u.Scheme + "://" + u.Host + "/" + redacted
+		return u.Scheme + "://" + u.Host + "/" + RedactedText
 	default:
-		return redacted
+		return RedactedText
 	}
 }
 
@@ -97,20 +98,20 @@ func redactURL(s string) string {
 	}
 	u, err := url.Parse(s)
 	if err != nil || u.Opaque != "" {
-		return redacted
+		return RedactedText
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), redacted)
+			u.User = url.UserPassword(u.User.Username(), RedactedText)
 		} else if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-			u.User = url.User(redacted) // nats://TOKEN@host: the user part is the token
+			u.User = url.User(RedactedText) // nats://TOKEN@host: the user part is the token
 		}
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k := range q {
 			if sensitiveParam(k) {
-				q[k] = []string{redacted}
+				q[k] = []string{RedactedText}
 			}
 		}
 		u.RawQuery = q.Encode()

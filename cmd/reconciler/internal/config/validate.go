@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/base64"
@@ -114,7 +114,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(c.Tenants) == 0 {
-		known[DefaultTenant] = true // created by serve, see tokens.go
+		known[DefaultTenant] = true // created by EnsureTokens
 	}
 	for j, tok := range c.AdminTokens {
 		v.token(fmt.Sprintf("admin_tokens[%d]", j), tok, tokens)
@@ -185,7 +185,7 @@ func (v *validator) add(path, format string, args ...any) {
 	if v.o.skip(path) || len(v.errs) >= maxValidationErrors {
 		return // past the cap, a broken file costs no more work; sortErrors reports the first maxErrors
 	}
-	v.errs = append(v.errs, &ConfigError{Where: v.o.where(path), Path: path, Msg: fmt.Sprintf(format, args...), line: v.o.lineOf(path)})
+	v.errs = append(v.errs, &Error{Where: v.o.where(path), Path: path, Msg: fmt.Sprintf(format, args...), line: v.o.lineOf(path)})
 }
 
 // ref names where path is, for "first at …" messages.

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/json"
@@ -90,13 +90,13 @@ var precedenceSamples = map[string][3]string{
 func TestPrecedence(t *testing.T) {
 	def := Default()
 	for _, s := range settings {
-		sample, ok := precedenceSamples[s.key]
+		sample, ok := precedenceSamples[s.Key]
 		if !ok {
-			t.Errorf("setting %q has no precedence samples: add them", s.key)
+			t.Errorf("setting %q has no precedence samples: add them", s.Key)
 			continue
 		}
 		fileV, envV, flagV := sample[0], sample[1], sample[2]
-		file := writeFile(t, "c.yaml", yamlFor(t, s.key, fileV))
+		file := writeFile(t, "c.yaml", yamlFor(t, s.Key, fileV))
 		cases := []struct {
 			name  string
 			file  string
@@ -104,39 +104,39 @@ func TestPrecedence(t *testing.T) {
 			flags map[string]string
 			want  string
 		}{
-			{name: "default", want: valueOf(t, def, s.key)},
+			{name: "default", want: valueOf(t, def, s.Key)},
 			{name: "file beats default", file: file, want: fileV},
-			{name: "env beats file", file: file, env: map[string]string{s.env(): envV}, want: envV},
-			{name: "empty env is unset", file: file, env: map[string]string{s.env(): ""}, want: fileV},
+			{name: "env beats file", file: file, env: map[string]string{s.Env(): envV}, want: envV},
+			{name: "empty env is unset", file: file, env: map[string]string{s.Env(): ""}, want: fileV},
 		}
-		if s.flag() != "" {
+		if s.Flag() != "" {
 			cases = append(cases, struct {
 				name  string
 				file  string
 				env   map[string]string
 				flags map[string]string
 				want  string
-			}{name: "flag beats env", file: file, env: map[string]string{s.env(): envV}, flags: map[string]string{s.key: flagV}, want: flagV})
+			}{name: "flag beats env", file: file, env: map[string]string{s.Env(): envV}, flags: map[string]string{s.Key: flagV}, want: flagV})
 		}
 		for _, tc := range cases {
-			t.Run(s.key+"/"+tc.name, func(t *testing.T) {
-				c, err := LoadConfig(tc.file, mapEnv(tc.env), tc.flags)
+			t.Run(s.Key+"/"+tc.name, func(t *testing.T) {
+				c, err := Load(tc.file, mapEnv(tc.env), tc.flags)
 				if err != nil {
-					t.Fatalf("LoadConfig: %v", err)
+					t.Fatalf("Load: %v", err)
 				}
-				got := valueOf(t, c, s.key)
+				got := valueOf(t, c, s.Key)
 				want := tc.want
 				if tc.name != "default" {
 					// Normalise the sample through the same parser ("100h" → "100h", "2MiB" → "2MiB").
 					var w Config
-					f, _ := fieldByPath(reflect.ValueOf(&w).Elem(), s.key)
+					f, _ := fieldByPath(reflect.ValueOf(&w).Elem(), s.Key)
 					if err := setScalar(f, want); err != nil {
 						t.Fatal(err)
 					}
 					want = fmt.Sprint(documentValue(f))
 				}
 				if got != want {
-					t.Errorf("%s = %q, want %q", s.key, got, want)
+					t.Errorf("%s = %q, want %q", s.Key, got, want)
 				}
 			})
 		}
@@ -155,11 +155,11 @@ func TestSettingNames(t *testing.T) {
 		{"resolver.pending_ttl", "resolver-pending-ttl", "RECONCILER_RESOLVER_PENDING_TTL"},
 		{"stripe.api_key", "", "RECONCILER_STRIPE_API_KEY"},
 	}
-	byKey := map[string]setting{}
+	byKey := map[string]Setting{}
 	for _, s := range settings {
-		byKey[s.key] = s
-		if _, ok := fieldByPath(reflect.ValueOf(&Config{}).Elem(), s.key); !ok {
-			t.Errorf("setting %q names no Config field", s.key)
+		byKey[s.Key] = s
+		if _, ok := fieldByPath(reflect.ValueOf(&Config{}).Elem(), s.Key); !ok {
+			t.Errorf("setting %q names no Config field", s.Key)
 		}
 	}
 	for _, tc := range cases {
@@ -168,10 +168,10 @@ func TestSettingNames(t *testing.T) {
 			if !ok {
 				t.Fatalf("no setting %q", tc.key)
 			}
-			if got := s.flag(); got != tc.flag {
+			if got := s.Flag(); got != tc.flag {
 				t.Errorf("flag = %q, want %q", got, tc.flag)
 			}
-			if got := s.env(); got != tc.env {
+			if got := s.Env(); got != tc.env {
 				t.Errorf("env = %q, want %q", got, tc.env)
 			}
 		})
@@ -197,9 +197,9 @@ func loadFull(t *testing.T) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ParseConfig("full.yaml", data, mapEnv(fullEnv))
+	c, err := Parse("full.yaml", data, mapEnv(fullEnv))
 	if err != nil {
-		t.Fatalf("ParseConfig(full.yaml): %v", err)
+		t.Fatalf("Parse(full.yaml): %v", err)
 	}
 	return c
 }
@@ -255,7 +255,7 @@ func TestParseConfigSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ParseConfig("settings.yaml", data, nil)
+	c, err := Parse("settings.yaml", data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,9 +436,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig("cfg.yaml", []byte(strings.ReplaceAll(tc.yaml, "CAFILE", caFile)), mapEnv(tc.env))
+			_, err := Parse("cfg.yaml", []byte(strings.ReplaceAll(tc.yaml, "CAFILE", caFile)), mapEnv(tc.env))
 			if err == nil {
-				t.Fatal("ParseConfig succeeded, want an error")
+				t.Fatal("Parse succeeded, want an error")
 			}
 			msg := err.Error()
 			for _, w := range tc.want {
@@ -474,8 +474,8 @@ func TestConfigValid(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := ParseConfig("cfg.yaml", []byte(tc.yaml), nil); err != nil {
-				t.Fatalf("ParseConfig: %v", err)
+			if _, err := Parse("cfg.yaml", []byte(tc.yaml), nil); err != nil {
+				t.Fatalf("Parse: %v", err)
 			}
 		})
 	}
@@ -501,9 +501,9 @@ func TestOverrideErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig("", mapEnv(tc.env), tc.flags)
+			_, err := Load("", mapEnv(tc.env), tc.flags)
 			if err == nil {
-				t.Fatal("LoadConfig succeeded, want an error")
+				t.Fatal("Load succeeded, want an error")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error = %q, want it to contain %q", err, tc.want)
@@ -579,7 +579,7 @@ func TestRedacted(t *testing.T) {
 	}
 	var logged strings.Builder
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("x", "config", c)
-	if strings.Contains(logged.String(), "SeKrEt") || !strings.Contains(logged.String(), redacted) {
+	if strings.Contains(logged.String(), "SeKrEt") || !strings.Contains(logged.String(), RedactedText) {
 		t.Errorf("slog of a Config: %s", logged.String())
 	}
 	if got := fmt.Sprintf("%v", c.Tenants); got != before {
@@ -589,15 +589,15 @@ func TestRedacted(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"tenant token", r.Tenants[0].Tokens, []string{redacted}},
+		{"tenant token", r.Tenants[0].Tokens, []string{RedactedText}},
 		{"tenant id kept", r.Tenants[0].ID, "acme"},
-		{"admin token", r.AdminTokens, []string{redacted}},
-		{"stripe api key", r.Stripe.APIKey, redacted},
-		{"stripe secrets", r.Stripe.Endpoints[1].Secrets, []string{redacted, redacted}},
-		{"paypal client secret", r.PayPal.ClientSecret, redacted},
+		{"admin token", r.AdminTokens, []string{RedactedText}},
+		{"stripe api key", r.Stripe.APIKey, RedactedText},
+		{"stripe secrets", r.Stripe.Endpoints[1].Secrets, []string{RedactedText, RedactedText}},
+		{"paypal client secret", r.PayPal.ClientSecret, RedactedText},
 		{"paypal client id kept", r.PayPal.ClientID, "paypal-client"},
-		{"standard secret", r.Standard.Endpoints[0].Secrets, []string{redacted}},
-		{"routing key", r.Paging.PagerDuty.RoutingKey, redacted},
+		{"standard secret", r.Standard.Endpoints[0].Secrets, []string{RedactedText}},
+		{"routing key", r.Paging.PagerDuty.RoutingKey, RedactedText},
 		{"pagerduty url kept", r.Paging.PagerDuty.URL, "https://events.pagerduty.com/v2/enqueue"},
 		{"pager webhook path", r.Paging.Webhook.URL, "https://hooks.slack.com/REDACTED"},
 		{"store password", r.Store, "postgres://reconciler:REDACTED@db:5432/x?sslmode=require&sslpassword=REDACTED"},
@@ -622,12 +622,12 @@ func TestRedactString(t *testing.T) {
 		{"postgres password param", "postgres://h/db?user=u&password=p", "url", "postgres://h/db?password=REDACTED&user=u"},
 		{"nats plain", "nats://127.0.0.1:4222", "url", "nats://127.0.0.1:4222"},
 		{"nats token", "nats://tok@h:4222", "url", "nats://REDACTED@h:4222"},
-		{"unparsable hides all", "postgres://u:p%zz@h", "url", redacted},
+		{"unparsable hides all", "postgres://u:p%zz@h", "url", RedactedText},
 		{"endpoint keeps host", "https://hooks.slack.com/services/T/B/X", "endpoint", "https://hooks.slack.com/REDACTED"},
 		{"endpoint without path", "https://bridge.example", "endpoint", "https://bridge.example"},
 		{"endpoint with userinfo", "https://u:p@bridge.example", "endpoint", "https://bridge.example/REDACTED"},
-		{"endpoint unparsable", "not a url", "endpoint", redacted},
-		{"whole", "anything", "true", redacted},
+		{"endpoint unparsable", "not a url", "endpoint", RedactedText},
+		{"whole", "anything", "true", RedactedText},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -719,7 +719,7 @@ func TestAliasBomb(t *testing.T) {
 	b.WriteString("tok: &k [" + strings.Repeat("a,", 999) + "a]\n")
 	b.WriteString("ten: &m {id: x, tokens: *k}\n")
 	b.WriteString("tenants: [" + strings.Repeat("*m,", 999) + "*m]\n")
-	_, err := ParseConfig("cfg.yaml", []byte(b.String()), nil)
+	_, err := Parse("cfg.yaml", []byte(b.String()), nil)
 	if err == nil || !strings.Contains(err.Error(), "document too large") {
 		t.Fatalf("err = %v, want the node budget to stop it", err)
 	}
@@ -744,11 +744,11 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte("a: &a [*a]\n"))
 	env := mapEnv(fullEnv)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseConfig("fuzz.yaml", data, env)
+		c, err := Parse("fuzz.yaml", data, env)
 		if err != nil {
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error is not a ConfigError: %v", err)
+				t.Fatalf("error is not a Error: %v", err)
 			}
 			return
 		}
@@ -760,7 +760,7 @@ func FuzzLoadConfig(f *testing.F) {
 		_ = r.String()
 		for i := range r.Tenants {
 			for j := range r.Tenants[i].Tokens {
-				if r.Tenants[i].Tokens[j] != redacted {
+				if r.Tenants[i].Tokens[j] != RedactedText {
 					t.Fatalf("token %d of tenant %d not redacted", j, i)
 				}
 				r.Tenants[i].Tokens[j] = "changed"
@@ -772,9 +772,9 @@ func FuzzLoadConfig(f *testing.F) {
 	})
 }
 
-func ExampleParseConfig() {
+func ExampleParse() {
 	doc := "tenants:\n  - id: acme\n    tokens: [\"${ACME_TOKEN}\"]\nresolver:\n  interval: soon\n"
-	_, err := ParseConfig("reconciler.yaml", []byte(doc), func(string) string { return "" })
+	_, err := Parse("reconciler.yaml", []byte(doc), func(string) string { return "" })
 	fmt.Println(err)
 	// Output:
 	// reconciler.yaml:3: tenants[0].tokens[0]: ${ACME_TOKEN} is not set in the environment

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ type Config struct {
 	LogLevel slog.Level `yaml:"log_level"`
 
 	// Tenants map bearer tokens to tenants. With none configured, serve
-	// creates the tenant "default" (see tokens.go).
+	// creates the tenant "default" (see EnsureTokens).
 	Tenants []Tenant `yaml:"tenants"`
 	// AdminTokens grant the admin API.
 	AdminTokens []string `yaml:"admin_tokens" secret:"true"`
@@ -239,15 +239,6 @@ func (c Config) TokenTenants() map[string]string {
 		}
 	}
 	return m
-}
-
-// TenantIDs lists the configured tenant ids in config order.
-func (c Config) TenantIDs() []string {
-	ids := make([]string, 0, len(c.Tenants))
-	for _, t := range c.Tenants {
-		ids = append(ids, t.ID)
-	}
-	return ids
 }
 
 // Policy is the ledger's timing policy (api.Options.Policy, the stores).

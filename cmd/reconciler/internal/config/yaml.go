@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -15,11 +15,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// ConfigError is one problem with the configuration. Where names its source:
+// Error is one problem with the configuration. Where names its source:
 // "reconciler.yaml:12" for the config file, "RECONCILER_HTTP" for the
 // environment, "--http" for a flag, "" for a default or a value set in code.
 // Messages never contain a secret's value.
-type ConfigError struct {
+type Error struct {
 	Where string
 	Path  string // the setting, spelled as in the file: stripe.endpoints[0].secrets
 	Msg   string
@@ -28,13 +28,13 @@ type ConfigError struct {
 	err  error // a sentinel for errors.Is, when there is one
 }
 
-func (e *ConfigError) Unwrap() error { return e.err }
+func (e *Error) Unwrap() error { return e.err }
 
 // errTooLarge stops loading before validation: the decoded leftovers of a
 // document that blew the node budget would only produce noise.
 var errTooLarge = errors.New("config document too large")
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Where != "" {
 		b.WriteString(e.Where)
@@ -148,11 +148,11 @@ func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string
 	c.origin = newOrigin(file)
 	c.File = file
 	if len(data) > maxFileBytes {
-		return &ConfigError{Where: file, Msg: fmt.Sprintf("config file is larger than %d bytes", maxFileBytes)}
+		return &Error{Where: file, Msg: fmt.Sprintf("config file is larger than %d bytes", maxFileBytes)}
 	}
 	var doc yaml.Node
 	if err := parseYAML(data, &doc); err != nil {
-		return &ConfigError{Where: file, Msg: err.Error()}
+		return &Error{Where: file, Msg: err.Error()}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil // an empty file is an empty config
@@ -221,7 +221,7 @@ func sortErrors(errs ...error) error {
 		walk(e)
 	}
 	lineOf := func(err error) int {
-		var ce *ConfigError
+		var ce *Error
 		if errors.As(err, &ce) {
 			return ce.line
 		}
@@ -236,7 +236,7 @@ func sortErrors(errs ...error) error {
 }
 
 func (d *yamlDecoder) fail(line int, path, format string, args ...any) {
-	d.errs = append(d.errs, &ConfigError{Where: d.o.at(line), Path: path, Msg: fmt.Sprintf(format, args...), line: line})
+	d.errs = append(d.errs, &Error{Where: d.o.at(line), Path: path, Msg: fmt.Sprintf(format, args...), line: line})
 	if path != "" {
 		d.o.failed[path] = true
 	}
@@ -250,7 +250,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 	d.budget--
 	if d.budget < 0 {
 		if d.budget == -1 {
-			d.errs = append(d.errs, &ConfigError{Where: d.o.at(line), Msg: fmt.Sprintf("document too large (more than %d nodes after expanding aliases)", maxNodes), line: line, err: errTooLarge})
+			d.errs = append(d.errs, &Error{Where: d.o.at(line), Msg: fmt.Sprintf("document too large (more than %d nodes after expanding aliases)", maxNodes), line: line, err: errTooLarge})
 		}
 		return
 	}

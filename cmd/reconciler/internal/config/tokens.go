@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/hex"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,31 +27,36 @@ import (
 // $(cat data/token)" …`. A token file that group or others can read is
 // refused, as ssh refuses such a key.
 const (
-	tokenFile      = "token"
-	adminTokenFile = "admin_token"
+	TokenFile      = "token"       // <data>/token: the default tenant's token
+	AdminTokenFile = "admin_token" // <data>/admin_token: the admin token
 	maxTokenFile   = 4 << 10
 )
 
-// ensureTokens fills in the development tenant and admin tokens (see above)
+// EnsureTokens fills in the development tenant and admin tokens (see above)
 // and re-validates, so a short or reused $RECONCILER_TOKEN is refused too.
-func (m *Main) ensureTokens() error {
-	c := &m.Config
+// getenv reads RECONCILER_TOKEN and RECONCILER_ADMIN_TOKEN, rnd is the
+// randomness of a generated token, and log says where each token came from.
+func (c *Config) EnsureTokens(getenv func(string) string, rnd io.Reader, log *slog.Logger) error {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
 	if c.origin == nil {
 		c.origin = newOrigin(c.File)
 	}
+	d := devTokens{getenv: getenv, rnd: rnd, log: log}
 	if len(c.Tenants) == 0 {
-		tok, where, err := m.devToken(envToken, filepath.Join(c.Data, tokenFile), "tenant "+DefaultTenant)
+		tok, where, err := d.token(EnvToken, filepath.Join(c.Data, TokenFile), "tenant "+DefaultTenant)
 		if err != nil {
 			return err
 		}
 		c.Tenants = []Tenant{{ID: DefaultTenant, Tokens: []string{tok}}}
 		c.origin.src["tenants[0].tokens[0]"] = where
-	} else if v := m.getenv(envToken); v != "" && !c.tenantToken(v) {
+	} else if v := getenv(EnvToken); v != "" && !c.tenantToken(v) {
 		// Only when the file does not use it itself (tokens: ["${RECONCILER_TOKEN}"]).
-		m.Logger.Warn("RECONCILER_TOKEN is ignored: the config file names tenants")
+		log.Warn("RECONCILER_TOKEN is ignored: the config file names tenants")
 	}
 	if len(c.AdminTokens) == 0 {
-		tok, where, err := m.devToken(envAdminToken, filepath.Join(c.Data, adminTokenFile), "admin")
+		tok, where, err := d.token(EnvAdminToken, filepath.Join(c.Data, AdminTokenFile), "admin")
 		if err != nil {
 			return err
 		}
@@ -63,21 +69,28 @@ func (m *Main) ensureTokens() error {
 	return nil
 }
 
-// devToken returns the token from env, else from (or newly written to) path,
+// devTokens is where EnsureTokens finds or makes a token.
+type devTokens struct {
+	getenv func(string) string
+	rnd    io.Reader
+	log    *slog.Logger
+}
+
+// token returns the token from env, else from (or newly written to) path,
 // and where it came from for error messages.
-func (m *Main) devToken(env, path, who string) (tok, where string, err error) {
-	if v := m.getenv(env); v != "" {
-		m.Logger.Info("using token from the environment", "for", who, "env", env)
+func (d devTokens) token(env, path, who string) (tok, where string, err error) {
+	if v := d.getenv(env); v != "" {
+		d.log.Info("using token from the environment", "for", who, "env", env)
 		return v, env, nil
 	}
-	tok, created, err := loadOrCreateToken(path, m.Rand)
+	tok, created, err := loadOrCreateToken(path, d.rnd)
 	if err != nil {
 		return "", "", err
 	}
 	if created {
-		m.Logger.Info("generated token", "for", who, "file", path)
+		d.log.Info("generated token", "for", who, "file", path)
 	} else {
-		m.Logger.Info("using token file", "for", who, "file", path)
+		d.log.Info("using token file", "for", who, "file", path)
 	}
 	return tok, path, nil
 }
