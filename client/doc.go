@@ -23,7 +23,8 @@
 //     StripeResult reads the answer. Transport does the same for any vendor
 //     over plain HTTP (Idempotency-Key, PayPal-Request-Id, or a body field).
 //
-// Imports: ledger (types and sentinels only) and events (Await); from
+// Imports: ledger (types and sentinels only), apierror (the error body and
+// its codes) and events (Await); from
 // outside, nats.go/jetstream and stripe-go. Never a store, the api or any
 // other adapter (make lint checks).
 //

@@ -37,7 +37,7 @@ type Claim struct {
 }
 
 // NewClaim validates a request and builds the row a proceed would insert.
-// Every input error is one of the ErrInvalid… sentinels.
+// Every input error matches ErrInvalid (and one of the ErrInvalid… errors).
 func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	p = p.withDefaults()
 	now = now.UTC()
@@ -71,7 +71,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 		return Claim{}, err
 	}
 	if req.ReplayWindow < 0 {
-		return Claim{}, fmt.Errorf("%w: negative replay window", ErrInvalidRequest)
+		return Claim{}, ErrInvalidRequest.With("negative replay window")
 	}
 	fp, err := Fingerprint(req.Intent)
 	if err != nil {

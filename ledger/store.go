@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -110,19 +109,19 @@ func (q *ListQuery) Validate() error {
 		return err
 	}
 	if q.Status != "" && !q.Status.Valid() {
-		return fmt.Errorf("%w: status %q", ErrInvalidListQuery, q.Status)
+		return ErrInvalidListQuery.With("status %q", q.Status)
 	}
 	if q.RunID != "" && ValidateRunID(q.RunID) != nil {
-		return fmt.Errorf("%w: run_id", ErrInvalidListQuery)
+		return ErrInvalidListQuery.With("run_id")
 	}
 	if q.Limit == 0 {
 		q.Limit = DefaultListLimit
 	}
 	if q.Limit < 1 || q.Limit > MaxListLimit {
-		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalidListQuery, MaxListLimit)
+		return ErrInvalidListQuery.With("limit must be 1 to %d", MaxListLimit)
 	}
 	if len(q.Cursor) > 1024 {
-		return fmt.Errorf("%w: cursor", ErrInvalidListQuery)
+		return ErrInvalidListQuery.With("cursor")
 	}
 	return nil
 }
@@ -153,19 +152,19 @@ type Delivery struct {
 // Validate checks the delivery's shape.
 func (d Delivery) Validate() error {
 	if ValidateTenant(d.Tenant) != nil || ValidateVendor(d.Vendor) != nil {
-		return fmt.Errorf("%w: tenant or vendor", ErrInvalidDelivery)
+		return ErrInvalidDelivery.With("tenant or vendor")
 	}
 	if !printableASCII(d.EventID, 1, MaxKeyLen) {
-		return fmt.Errorf("%w: event id must be 1-%d printable ASCII characters", ErrInvalidDelivery, MaxKeyLen)
+		return ErrInvalidDelivery.With("event id must be 1-%d printable ASCII characters", MaxKeyLen)
 	}
 	if !printableASCII(d.LocalID, 0, MaxKeyLen) || !printableASCII(d.IdempotencyKey, 0, MaxKeyLen) {
-		return fmt.Errorf("%w: local id or idempotency key", ErrInvalidDelivery)
+		return ErrInvalidDelivery.With("local id or idempotency key")
 	}
 	if d.Ignore {
 		return nil
 	}
 	if d.Evidence.Source != SourceWebhook {
-		return fmt.Errorf("%w: evidence source must be webhook", ErrInvalidDelivery)
+		return ErrInvalidDelivery.With("evidence source must be webhook")
 	}
 	return d.Evidence.Validate()
 }

@@ -35,25 +35,25 @@ type Evidence struct {
 // Validate checks the evidence's shape.
 func (ev Evidence) Validate() error {
 	if !ev.Source.Valid() {
-		return fmt.Errorf("%w: unknown source %q", ErrInvalidEvidence, ev.Source)
+		return ErrInvalidEvidence.With("unknown source %q", ev.Source)
 	}
 	if ev.Status != "" && !ev.Status.Valid() {
-		return fmt.Errorf("%w: %q", ErrInvalidStatus, ev.Status)
+		return ErrInvalidStatus.With("%q", ev.Status)
 	}
 	if ev.Status == StatusPending {
-		return fmt.Errorf("%w: no evidence leads back to pending", ErrInvalidStatus)
+		return ErrInvalidStatus.With("no evidence leads back to pending")
 	}
 	if ev.Source == SourceHuman && ev.Status != StatusSucceeded && ev.Status != StatusFailedPoison {
-		return fmt.Errorf("%w: a human resolves to succeeded or failed_poison", ErrInvalidStatus)
+		return ErrInvalidStatus.With("a human resolves to succeeded or failed_poison")
 	}
 	if !printableASCII(ev.ReceiptID, 0, MaxKeyLen) {
-		return fmt.Errorf("%w: receipt_id must be at most %d printable ASCII characters", ErrInvalidEvidence, MaxKeyLen)
+		return ErrInvalidEvidence.With("receipt_id must be at most %d printable ASCII characters", MaxKeyLen)
 	}
 	if len(ev.VendorEventID) > MaxKeyLen || len(ev.Actor) > MaxKeyLen || len(ev.Note) > MaxNoteLen {
-		return fmt.Errorf("%w: vendor_event_id, actor or note too long", ErrInvalidEvidence)
+		return ErrInvalidEvidence.With("vendor_event_id, actor or note too long")
 	}
 	if hasNUL(ev.VendorEventID) || hasNUL(ev.Actor) || hasNUL(ev.Note) || hasNUL(ev.Currency) {
-		return fmt.Errorf("%w: vendor_event_id, actor, note or currency holds NUL", ErrInvalidEvidence)
+		return ErrInvalidEvidence.With("vendor_event_id, actor, note or currency holds NUL")
 	}
 	return nil
 }

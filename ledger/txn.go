@@ -154,7 +154,7 @@ type RedrivenRow struct {
 // next batch, "" after the last.
 func RedriveTx(tx Tx, after string, limit int, p Policy) (RedriveResult, string, error) {
 	if limit <= 0 {
-		return RedriveResult{}, "", fmt.Errorf("%w: redrive limit %d", ErrInvalidRequest, limit)
+		return RedriveResult{}, "", ErrInvalidRequest.With("redrive limit %d", limit)
 	}
 	ids, err := tx.OrphanLocalIDs(after, limit)
 	if err != nil {

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -97,19 +96,19 @@ func validateRequest(r *Request) error {
 	switch r.Method {
 	case "POST", "PUT", "PATCH", "DELETE":
 	default:
-		return fmt.Errorf("%w: method must be POST, PUT, PATCH or DELETE", ErrInvalidRequest)
+		return ErrInvalidRequest.With("method must be POST, PUT, PATCH or DELETE")
 	}
 	if !strings.HasPrefix(r.Path, "/") || !printableASCII(r.Path, 1, 2048) {
-		return fmt.Errorf("%w: path must start with / and be printable ASCII", ErrInvalidRequest)
+		return ErrInvalidRequest.With("path must start with / and be printable ASCII")
 	}
 	if len(r.ContentType) > 255 || strings.ContainsAny(r.ContentType, "\r\n\x00") {
-		return fmt.Errorf("%w: content_type", ErrInvalidRequest)
+		return ErrInvalidRequest.With("content_type")
 	}
 	if len(r.Body) > MaxRequestBody {
-		return fmt.Errorf("%w: body larger than %d bytes", ErrInvalidRequest, MaxRequestBody)
+		return ErrInvalidRequest.With("body larger than %d bytes", MaxRequestBody)
 	}
 	if !utf8.ValidString(r.Body) || hasNUL(r.Body) {
-		return fmt.Errorf("%w: body must be UTF-8 text without NUL", ErrInvalidRequest)
+		return ErrInvalidRequest.With("body must be UTF-8 text without NUL")
 	}
 	return nil
 }

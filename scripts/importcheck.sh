@@ -43,6 +43,7 @@ only() {
 
 only ledger                       # the standard library only
 only paging                       # the standard library only
+only apierror                     # the standard library only: the client imports it
 only internal/paypaloauth "golang.org/x/sync*"
 only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
 
@@ -51,11 +52,11 @@ internal ledger/postgres ledger
 internal ledger/memstore ledger
 internal ledger/storetest ledger
 internal matcher ledger
-internal webhooks ledger matcher internal/promreg internal/paypaloauth
+internal webhooks ledger matcher apierror internal/promreg internal/paypaloauth
 internal resolver ledger paging internal/promreg internal/paypaloauth
 internal events ledger internal/promreg
-internal api ledger matcher resolver internal/promreg
+internal api ledger matcher resolver apierror internal/promreg
 internal freeze ledger
-internal client ledger events internal/promreg
-internal internal/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+internal client ledger events apierror internal/promreg
+internal internal/httpload api apierror events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 exit $fail
