@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// MaxActorLen caps Freeze.Actor.
-const MaxActorLen = 255
+// maxActorLen caps Freeze.Actor.
+const maxActorLen = 255
 
 // Freeze is one entry of the kill switch (ARCHITECTURE.md §4): while it
 // exists, claims of the tenant whose tool or tool class is Target insert no
@@ -44,8 +44,8 @@ func (f Freeze) Validate() error {
 	if err := ValidateFreezeID(f.Tenant, f.Target); err != nil {
 		return err
 	}
-	if f.Actor == "" || len(f.Actor) > MaxActorLen || !utf8.ValidString(f.Actor) || strings.IndexFunc(f.Actor, unicode.IsControl) >= 0 {
-		return ErrInvalidFreeze.With("actor must be 1-%d bytes of UTF-8 without control characters", MaxActorLen)
+	if f.Actor == "" || len(f.Actor) > maxActorLen || !utf8.ValidString(f.Actor) || strings.IndexFunc(f.Actor, unicode.IsControl) >= 0 {
+		return ErrInvalidFreeze.With("actor must be 1-%d bytes of UTF-8 without control characters", maxActorLen)
 	}
 	if strings.TrimSpace(f.Note) == "" || len(f.Note) > MaxNoteLen || !utf8.ValidString(f.Note) || hasNUL(f.Note) {
 		return ErrInvalidFreeze.With("note is required (say why), at most %d bytes of UTF-8 without NUL", MaxNoteLen)
@@ -61,7 +61,7 @@ func ValidateFreezeID(tenant, target string) error {
 	if ValidateTenant(tenant) != nil {
 		return ErrInvalidFreeze.With("tenant: want 1-128 of [A-Za-z0-9_-]")
 	}
-	if ValidateTool(target) != nil {
+	if validateTool(target) != nil {
 		return ErrInvalidFreeze.With("target: want a tool (1-128 of [A-Za-z0-9_.-]) or a tool class")
 	}
 	return nil

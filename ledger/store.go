@@ -25,8 +25,8 @@ type Store interface {
 // Claims is the runtime-facing part of a store.
 type Claims interface {
 	// Claim runs DecideClaim against the row with the claim's key under one
-	// transaction. For a compensation it first checks the original with
-	// CheckCompensable. A newly inserted row takes the orphan events parked
+	// transaction. For a compensation it first checks the original again, as
+	// NewCompensation did. A newly inserted row takes the orphan events parked
 	// under its local id. Errors: ErrFingerprintMismatch,
 	// ErrCompensationPending, ErrCompensationFailed, ErrNotFound (no original),
 	// ErrUnavailable.
@@ -60,7 +60,8 @@ type Resolutions interface {
 	// how many it removed. Its cost is O(removed).
 	PruneInbox(ctx context.Context, cutoff time.Time) (int, error)
 	// RedriveOrphans applies the deliveries parked under every local id
-	// whose row exists now (RedriveTx, in batches; POST /v1/admin/redrive).
+	// whose row exists now (RedriveBatch local ids per transaction; POST
+	// /v1/admin/redrive).
 	// Its cost is O(local ids with parked deliveries). Errors: ErrUnavailable.
 	RedriveOrphans(ctx context.Context) (RedriveResult, error)
 }
