@@ -18,6 +18,7 @@ type Store interface {
 	Schedule
 	Outbox
 	Freezes
+	Counts
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error
 }
@@ -85,6 +86,15 @@ type Outbox interface {
 	// Notify returns a channel that receives a value after a commit that wrote
 	// outbox records (coalesced: one value may stand for many commits).
 	Notify() <-chan struct{}
+}
+
+// Counts is what the reconciler_rows{status} gauge reads (ARCHITECTURE.md §6a).
+type Counts interface {
+	// CountRows returns how many rows hold each status, every one of
+	// Statuses() present (0 when no row holds it). It may scan the rows
+	// (PostgreSQL), so a caller on a scrape path bounds it with a timeout
+	// and caches the answer. Errors: ErrUnavailable.
+	CountRows(ctx context.Context) (map[Status]int64, error)
 }
 
 // ListQuery selects a page of a tenant's rows.
