@@ -24,9 +24,8 @@
 //     over plain HTTP (Idempotency-Key, PayPal-Request-Id, or a body field).
 //
 // Imports: ledger (types and sentinels only), apierror (the error body and
-// its codes) and events (Await); from
-// outside, nats.go/jetstream and stripe-go. Never a store, the api or any
-// other adapter (make lint checks).
+// its codes) and events (Await); from outside, nats.go/jetstream and
+// stripe-go. Never a store, the api or any other adapter (make lint checks).
 //
 // Concurrency: a Client is safe for concurrent use; Do runs the vendor call
 // on the caller's goroutine and starts no goroutine of its own (events.Await
