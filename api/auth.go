@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -112,9 +113,9 @@ func (s *Server) authenticate(allowed role) echo.MiddlewareFunc {
 			}
 			if p.role&allowed == 0 {
 				if p.role == roleAdmin {
-					return newError(http.StatusForbidden, "forbidden", "an admin token cannot act as a tenant on this route")
+					return newError(http.StatusForbidden, apierror.CodeForbidden, "an admin token cannot act as a tenant on this route")
 				}
-				return newError(http.StatusForbidden, "forbidden", "this route needs an admin token")
+				return newError(http.StatusForbidden, apierror.CodeForbidden, "this route needs an admin token")
 			}
 			c.Set(principalKey, p)
 			return next(c)
@@ -122,7 +123,7 @@ func (s *Server) authenticate(allowed role) echo.MiddlewareFunc {
 	}
 }
 
-var errUnauthorized = newError(http.StatusUnauthorized, "unauthorized", "missing or unknown bearer token")
+var errUnauthorized = newError(http.StatusUnauthorized, apierror.CodeUnauthorized, "missing or unknown bearer token")
 
 // bearer extracts the token of an `Authorization: Bearer <token>` header;
 // the scheme is case-insensitive (RFC 7235).
@@ -148,7 +149,7 @@ func tenantFor(c echo.Context) (string, error) {
 	q := c.QueryParam("tenant")
 	if p.role == roleAdmin {
 		if q == "" {
-			return "", newError(http.StatusBadRequest, "invalid_input", "an admin token must name the tenant with ?tenant=")
+			return "", newError(http.StatusBadRequest, apierror.CodeInvalidInput, "an admin token must name the tenant with ?tenant=")
 		}
 		if err := ledger.ValidateTenant(q); err != nil {
 			return "", err
@@ -156,7 +157,7 @@ func tenantFor(c echo.Context) (string, error) {
 		return q, nil
 	}
 	if q != "" && q != p.tenant {
-		return "", newError(http.StatusForbidden, "forbidden", "a tenant token reads only its own tenant")
+		return "", newError(http.StatusForbidden, apierror.CodeForbidden, "a tenant token reads only its own tenant")
 	}
 	return p.tenant, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -137,7 +138,7 @@ func parseWait(q string) (time.Duration, error) {
 	if err != nil {
 		f, ferr := strconv.ParseFloat(q, 64)
 		if ferr != nil || strings.Trim(q, "0123456789.") != "" { // plain decimals: no 1e3, 0x1p4, NaN, Inf
-			return 0, newError(http.StatusBadRequest, "invalid_input", "wait must be a duration (5s) or seconds (5)")
+			return 0, newError(http.StatusBadRequest, apierror.CodeInvalidInput, "wait must be a duration (5s) or seconds (5)")
 		}
 		if f < 0 || f > MaxWait.Seconds() {
 			return 0, waitRange()
@@ -151,7 +152,7 @@ func parseWait(q string) (time.Duration, error) {
 }
 
 func waitRange() *Error {
-	return newError(http.StatusBadRequest, "invalid_input", "wait must be from 0 to "+MaxWait.String())
+	return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "wait must be from 0 to "+MaxWait.String())
 }
 
 // awaitRow long-polls an in-flight row until a claim would no longer answer

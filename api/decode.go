@@ -12,6 +12,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
+
+	"github.com/agentledger/reconciler/apierror"
 )
 
 // readBody reads at most limit bytes of the request body. A longer body is
@@ -30,7 +32,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(limit)
 		}
-		return nil, newError(http.StatusBadRequest, "bad_body", "could not read the request body")
+		return nil, newError(http.StatusBadRequest, apierror.CodeBadBody, "could not read the request body")
 	}
 	if int64(len(data)) > limit {
 		return nil, tooLarge(limit)
@@ -45,7 +47,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 func strictQuery(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if _, err := url.ParseQuery(c.Request().URL.RawQuery); err != nil {
-			return newError(http.StatusBadRequest, "invalid_input", "malformed query string")
+			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "malformed query string")
 		}
 		return next(c)
 	}
@@ -62,7 +64,7 @@ func (s *Server) bind(c echo.Context, v any) error {
 }
 
 func tooLarge(limit int64) *Error {
-	return newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body larger than %d bytes", limit))
+	return newError(http.StatusRequestEntityTooLarge, apierror.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
 }
 
 // strictJSON refuses unknown member names, here and in nested objects.
@@ -94,7 +96,7 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-func badJSON(msg string) *Error { return newError(http.StatusBadRequest, "bad_json", msg) }
+func badJSON(msg string) *Error { return newError(http.StatusBadRequest, apierror.CodeBadJSON, msg) }
 
 // decodeMessage describes a decoding error by field path and byte offset,
 // without Go type names.

@@ -74,7 +74,7 @@ func FuzzClaimBody(f *testing.F) {
 			ToolClass: b.ToolClass, Intent: b.Intent, Key: b.Key, Request: b.Request, Expect: b.Expect,
 			ReplayWindow: time.Hour,
 		}, ledger.DefaultPolicy(), time.Unix(0, 0))
-		if err != nil && !ledger.IsInvalid(err) {
+		if err != nil && !errors.Is(err, ledger.ErrInvalid) {
 			t.Fatalf("NewClaim failed with a non-input error: %v", err)
 		}
 	})

@@ -8,10 +8,12 @@
 // never from a body, and another tenant's key answers 404. Admin tokens have
 // no tenant of their own: the admin routes (resolve, and the reads when
 // given ?tenant=) name the tenant explicitly. Every error leaves through one
-// echo HTTPErrorHandler (errors.go) as {"error":{"code","message"}}; a 500
-// never carries the internal error's text, which is logged instead.
+// echo HTTPErrorHandler (errors.go) as {"error":{"code","message"}}
+// (apierror.Body); a 500 never carries the internal error's text, which is
+// logged instead. Any ledger error matching ledger.ErrInvalid is 400
+// invalid_input with the ledger's InvalidError text.
 //
-// Imports: ledger (domain types, rules and sentinel errors), echo,
+// Imports: ledger (domain types, rules and sentinel errors), apierror, echo,
 // prometheus client_golang, and the standard library. Which Store backs the
 // API is decided by cmd/reconciler; this package declares the Store subset
 // it consumes (Store, server.go).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -27,23 +28,9 @@ func newError(status int, code, msg string) *Error {
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
-// errorBody is the one error shape of the API.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // statusClientClosed is what the logs and metrics record for a request whose
 // client went away (nginx's convention); nobody reads the response.
 const statusClientClosed = 499
-
-// maxMessage caps an invalid-input message; the ledger's details are short,
-// but they may quote the caller's input.
-const maxMessage = 300
 
 // classify maps an error to what the client sees. It is the only place
 // where errors become HTTP statuses. The bool reports an internal error,
@@ -55,26 +42,26 @@ func classify(err error) (status int, code, msg string, internal bool) {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Code, ae.Message, false
 	case errors.Is(err, ledger.ErrNotFound):
-		return http.StatusNotFound, "not_found", "no such claim", false
+		return http.StatusNotFound, apierror.CodeNotFound, "no such claim", false
 	case errors.Is(err, ledger.ErrFingerprintMismatch):
-		return http.StatusUnprocessableEntity, "fingerprint_mismatch", ledger.ErrFingerprintMismatch.Error(), false
+		return http.StatusUnprocessableEntity, apierror.CodeFingerprintMismatch, ledger.ErrFingerprintMismatch.Error(), false
 	case errors.Is(err, ledger.ErrInvalidTransition):
-		return http.StatusConflict, "invalid_transition", sentinelMessage(err, ledger.ErrInvalidTransition), false
+		return http.StatusConflict, apierror.CodeInvalidTransition, sentinelMessage(err, ledger.ErrInvalidTransition), false
 	case errors.Is(err, ledger.ErrCompensationPending):
-		return http.StatusConflict, "compensation_pending", ledger.ErrCompensationPending.Error(), false
+		return http.StatusConflict, apierror.CodeCompensationPending, ledger.ErrCompensationPending.Error(), false
 	case errors.Is(err, ledger.ErrCompensationFailed):
-		return http.StatusUnprocessableEntity, "compensation_failed", ledger.ErrCompensationFailed.Error(), false
-	case ledger.IsInvalid(err):
-		return http.StatusBadRequest, "invalid_input", invalidMessage(err), false
+		return http.StatusUnprocessableEntity, apierror.CodeCompensationFailed, ledger.ErrCompensationFailed.Error(), false
+	case errors.Is(err, ledger.ErrInvalid):
+		return http.StatusBadRequest, apierror.CodeInvalidInput, invalidMessage(err), false
 	case errors.Is(err, ledger.ErrUnavailable):
-		return http.StatusServiceUnavailable, "unavailable", ledger.ErrUnavailable.Error(), false
+		return http.StatusServiceUnavailable, apierror.CodeUnavailable, ledger.ErrUnavailable.Error(), false
 	case errors.Is(err, context.Canceled):
 		return statusClientClosed, "client_closed", "request canceled", false
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, "unavailable", "the store did not answer in time", true
+		return http.StatusServiceUnavailable, apierror.CodeUnavailable, "the store did not answer in time", true
 	case errors.As(err, &he):
 		if he.Code >= 500 {
-			return he.Code, "internal", "internal error", true
+			return he.Code, apierror.CodeInternal, "internal error", true
 		}
 		m, ok := he.Message.(string)
 		if !ok || m == "" {
@@ -82,34 +69,27 @@ func classify(err error) (status int, code, msg string, internal bool) {
 		}
 		return he.Code, snake(http.StatusText(he.Code)), m, false
 	}
-	return http.StatusInternalServerError, "internal", "internal error", true
+	return http.StatusInternalServerError, apierror.CodeInternal, "internal error", true
 }
 
-// invalidMessage says what was invalid. The ledger wraps its sentinels as
-// "<sentinel>: <detail>" from constant text and the caller's own input, so
-// such a message is safe to return; anything else (a store's wrapping, say)
-// is reduced to the sentinel's text.
+// invalidMessage is the text of the ledger's InvalidError in err, which the
+// ledger builds from constant text and the caller's own input, so it is
+// safe to send; what a store wrapped around it is not sent.
 func invalidMessage(err error) string {
-	for _, s := range []error{
-		ledger.ErrInvalidRunID, ledger.ErrInvalidTool, ledger.ErrInvalidToolCallID, ledger.ErrInvalidVendor,
-		ledger.ErrInvalidToolClass, ledger.ErrInvalidKey, ledger.ErrInvalidTenant, ledger.ErrInvalidIntent,
-		ledger.ErrInvalidRequest, ledger.ErrInvalidExpect, ledger.ErrInvalidOutcome, ledger.ErrInvalidStatus,
-		ledger.ErrInvalidAction, ledger.ErrInvalidEvidence, ledger.ErrInvalidListQuery, ledger.ErrInvalidDelivery,
-	} {
-		if errors.Is(err, s) {
-			return sentinelMessage(err, s)
-		}
+	var ie *ledger.InvalidError
+	if !errors.As(err, &ie) {
+		return ledger.ErrInvalid.Error()
 	}
-	return "invalid input"
+	return ie.Error()
 }
 
+// sentinelMessage is err's text when it is the ledger's "<sentinel>:
+// <detail>", built from constant text; anything else (a store's wrapping,
+// say) is reduced to the sentinel's text.
 func sentinelMessage(err, sentinel error) string {
 	m := err.Error()
 	if !strings.HasPrefix(m, sentinel.Error()) {
 		return sentinel.Error()
-	}
-	if len(m) > maxMessage {
-		m = m[:maxMessage] + "…"
 	}
 	return m
 }
@@ -149,7 +129,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if req.Method == http.MethodHead {
 		err = c.NoContent(status)
 	} else {
-		err = c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+		err = c.JSON(status, apierror.New(code, msg))
 	}
 	if err != nil {
 		s.log.WarnContext(req.Context(), "writing error response", "err", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/internal/promreg"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -83,18 +84,9 @@ var errNoKillSwitch = newError(http.StatusNotImplemented, "not_implemented", "th
 func freezeID(c echo.Context) (tenant, target string, err error) {
 	tenant, target = c.Param("tenant"), c.Param("target")
 	if err := ledger.ValidateFreezeID(tenant, target); err != nil {
-		return "", "", invalidFreeze(err)
+		return "", "", err
 	}
 	return tenant, target, nil
-}
-
-// invalidFreeze maps ledger.ErrInvalidFreeze to 400 invalid_input; the
-// ledger's messages about a freeze never quote the input.
-func invalidFreeze(err error) error {
-	if errors.Is(err, ledger.ErrInvalidFreeze) {
-		return newError(http.StatusBadRequest, "invalid_input", sentinelMessage(err, ledger.ErrInvalidFreeze))
-	}
-	return err
 }
 
 // putFreeze is PUT /v1/admin/freezes/{tenant}/{target}: freeze a tool or a
@@ -111,7 +103,7 @@ func (s *Server) putFreeze(c echo.Context) error {
 	if !s.tenants[tenant] {
 		// A typo must not look like a working kill switch: a tenant with no
 		// token makes no claims, so freezing it would stop nothing.
-		return newError(http.StatusNotFound, "not_found", "no such tenant: no token of this server belongs to it")
+		return newError(http.StatusNotFound, apierror.CodeNotFound, "no such tenant: no token of this server belongs to it")
 	}
 	var b freezeBody
 	if err := s.bind(c, &b); err != nil {
@@ -124,11 +116,11 @@ func (s *Server) putFreeze(c echo.Context) error {
 	// answer and a later GET agree.
 	f := ledger.Freeze{Tenant: tenant, Target: target, Actor: b.Actor, Note: b.Note, At: s.now().UTC().Truncate(time.Microsecond)}
 	if err := f.Validate(); err != nil {
-		return invalidFreeze(err)
+		return err
 	}
 	ctx := c.Request().Context()
 	if err := s.kill.Put(ctx, f); err != nil {
-		return invalidFreeze(err)
+		return err
 	}
 	s.log.InfoContext(ctx, "kill switch: frozen", "tenant", tenant, "target", target, "actor", f.Actor, "class", f.TargetIsClass())
 	return c.JSON(http.StatusOK, freezeResponse{Freeze: f})
@@ -147,7 +139,7 @@ func (s *Server) deleteFreeze(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if err := s.kill.Delete(ctx, tenant, target); err != nil {
-		return invalidFreeze(err)
+		return err
 	}
 	s.log.InfoContext(ctx, "kill switch: unfrozen", "tenant", tenant, "target", target)
 	return c.NoContent(http.StatusNoContent)

@@ -214,6 +214,9 @@ func TestStoreFailures(t *testing.T) {
 		{name: "unavailable", err: fmt.Errorf("bolt at /var/lib/%s.db: %w", secret, ledger.ErrUnavailable), status: 503, code: "unavailable", msg: "store unavailable"},
 		{name: "timeout", err: fmt.Errorf("query %s: %w", secret, context.DeadlineExceeded), status: 503, code: "unavailable"},
 		{name: "wrapped invalid input", err: fmt.Errorf("bolt %s: %w", secret, ledger.ErrInvalidListQuery), status: 400, code: "invalid_input", msg: "invalid list query"},
+		{name: "wrapped detailed invalid input", err: fmt.Errorf("bolt %s: %w", secret, ledger.ErrInvalidListQuery.With("cursor")), status: 400, code: "invalid_input", msg: "invalid list query: cursor"},
+		{name: "an invalid input the API has never heard of", err: fmt.Errorf("bolt %s: %w", secret, &ledger.InvalidError{Field: "shard", Reason: "want 0-7"}), status: 400, code: "invalid_input", msg: "invalid shard: want 0-7"},
+		{name: "a bare ErrInvalid", err: fmt.Errorf("bolt %s: %w", secret, ledger.ErrInvalid), status: 400, code: "invalid_input", msg: "invalid input"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -39,16 +40,16 @@ func (s *Server) resolve(c echo.Context) error {
 		return err
 	}
 	if b.Status != ledger.StatusSucceeded && b.Status != ledger.StatusFailedPoison {
-		return newError(http.StatusBadRequest, "invalid_input", "status must be succeeded or failed_poison")
+		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "status must be succeeded or failed_poison")
 	}
 	if strings.TrimSpace(b.Note) == "" {
-		return newError(http.StatusBadRequest, "invalid_input", "note is required: say why the row is resolved by hand")
+		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "note is required: say why the row is resolved by hand")
 	}
 	if b.Actor == "" {
 		b.Actor = DefaultActor
 	}
 	if hasControl(b.Actor) {
-		return newError(http.StatusBadRequest, "invalid_input", "actor must not contain control characters")
+		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "actor must not contain control characters")
 	}
 	ctx := c.Request().Context()
 	row, ch, err := s.store.Apply(ctx, b.Tenant, key, ledger.Evidence{

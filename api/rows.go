@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -105,10 +106,10 @@ func (s *Server) list(c echo.Context) error {
 		// An unknown or repeated parameter is refused, not ignored: a typo in
 		// a filter would otherwise list everything.
 		if !listParams[name] {
-			return newError(http.StatusBadRequest, "invalid_input", "unknown query parameter "+quoteField(name))
+			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "unknown query parameter "+quoteField(name))
 		}
 		if len(vals) > 1 {
-			return newError(http.StatusBadRequest, "invalid_input", "repeated query parameter "+quoteField(name))
+			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "repeated query parameter "+quoteField(name))
 		}
 	}
 	lq := ledger.ListQuery{
@@ -117,10 +118,10 @@ func (s *Server) list(c echo.Context) error {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return newError(http.StatusBadRequest, "invalid_input", "limit must be an integer")
+			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "limit must be an integer")
 		}
 		if n < 1 || n > ledger.MaxListLimit {
-			return newError(http.StatusBadRequest, "invalid_input", "limit must be 1 to "+strconv.Itoa(ledger.MaxListLimit))
+			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "limit must be 1 to "+strconv.Itoa(ledger.MaxListLimit))
 		}
 		lq.Limit = n
 	}

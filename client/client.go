@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/reconciler/apierror"
 )
 
 // Defaults of a Client.
@@ -292,12 +294,7 @@ func isErrorBody(data []byte) bool {
 // decodeError builds an *Error from an error answer; a body that is not the
 // API's (a proxy's HTML page) gets a code from the status.
 func decodeError(status int, data []byte) *Error {
-	var b struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var b apierror.Body
 	if json.Unmarshal(data, &b) == nil && b.Error.Code != "" {
 		return &Error{Status: status, Code: b.Error.Code, Message: b.Error.Message}
 	}

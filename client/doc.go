@@ -25,11 +25,12 @@
 //     StripeResult reads the answer. Transport does the same for any vendor
 //     over plain HTTP (Idempotency-Key, PayPal-Request-Id, or a body field).
 //
-// Imports: ledger (types and sentinels only) and events (Await); from
-// outside, nats.go/jetstream and stripe-go. Never a store, the api,
-// events/natsserver or any other adapter, and not even transitively
-// nats-server, Prometheus, echo, pgx or bbolt: a runtime that links the SDK
-// gets none of the service's dependencies (make lint checks).
+// Imports: ledger (types and sentinels only), apierror (the error body and
+// its codes) and events (Await); from outside, nats.go/jetstream and
+// stripe-go. Never a store, the api, events/natsserver or any other
+// adapter, and not even transitively nats-server, Prometheus, echo, pgx or
+// bbolt: a runtime that links the SDK gets none of the service's
+// dependencies (make lint checks).
 //
 // Concurrency: a Client is safe for concurrent use; Do runs the vendor call
 // on the caller's goroutine and starts no goroutine of its own (events.Await

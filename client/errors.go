@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -46,24 +47,24 @@ var (
 
 // codeSentinels maps each API error code to its sentinel.
 var codeSentinels = map[string]error{
-	"not_found":            ErrNotFound,
-	"fingerprint_mismatch": ErrFingerprintMismatch,
-	"compensation_pending": ErrCompensationPending,
-	"compensation_failed":  ErrCompensationFailed,
-	"invalid_transition":   ErrInvalidTransition,
-	"unavailable":          ErrUnavailable,
-	"bad_json":             ErrInvalidInput,
-	"bad_body":             ErrInvalidInput,
-	"invalid_input":        ErrInvalidInput,
-	"unauthorized":         ErrUnauthorized,
-	"forbidden":            ErrForbidden,
-	"body_too_large":       ErrBodyTooLarge,
-	"method_not_allowed":   ErrMethodNotAllowed,
-	"internal":             ErrInternal,
+	apierror.CodeNotFound:            ErrNotFound,
+	apierror.CodeFingerprintMismatch: ErrFingerprintMismatch,
+	apierror.CodeCompensationPending: ErrCompensationPending,
+	apierror.CodeCompensationFailed:  ErrCompensationFailed,
+	apierror.CodeInvalidTransition:   ErrInvalidTransition,
+	apierror.CodeUnavailable:         ErrUnavailable,
+	apierror.CodeBadJSON:             ErrInvalidInput,
+	apierror.CodeBadBody:             ErrInvalidInput,
+	apierror.CodeInvalidInput:        ErrInvalidInput,
+	apierror.CodeUnauthorized:        ErrUnauthorized,
+	apierror.CodeForbidden:           ErrForbidden,
+	apierror.CodeBodyTooLarge:        ErrBodyTooLarge,
+	apierror.CodeMethodNotAllowed:    ErrMethodNotAllowed,
+	apierror.CodeInternal:            ErrInternal,
 }
 
-// Error is an error answer of the API: {"error": {"code", "message"}} and
-// its HTTP status. Match it with errors.Is against the sentinels above, or
+// Error is an error answer of the API (an apierror.Body) and its HTTP
+// status. Match it with errors.Is against the sentinels above, or
 // errors.As for the code and message.
 type Error struct {
 	Status  int

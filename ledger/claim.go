@@ -37,7 +37,7 @@ type Claim struct {
 }
 
 // NewClaim validates a request and builds the row a proceed would insert.
-// Every input error is one of the ErrInvalid… sentinels.
+// Every input error matches ErrInvalid (and one of the ErrInvalid… errors).
 func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	p = p.withDefaults()
 	now = now.UTC()
@@ -47,7 +47,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	if err := ValidateRunID(req.RunID); err != nil {
 		return Claim{}, err
 	}
-	if err := ValidateTool(req.Tool); err != nil {
+	if err := validateTool(req.Tool); err != nil {
 		return Claim{}, err
 	}
 	if err := validateToolCallID(req.ToolCallID); err != nil {
@@ -71,7 +71,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 		return Claim{}, err
 	}
 	if req.ReplayWindow < 0 {
-		return Claim{}, fmt.Errorf("%w: negative replay window", ErrInvalidRequest)
+		return Claim{}, ErrInvalidRequest.With("negative replay window")
 	}
 	fp, err := Fingerprint(req.Intent)
 	if err != nil {
@@ -105,12 +105,12 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 // NewCompensation builds the claim for compensating orig with action
 // (refund a charge, void an invoice). Its key is CompensationKey(orig.Key,
 // action), so a second request finds the first row. The store checks orig's
-// status again inside its transaction (CheckCompensable).
+// status again inside its transaction.
 func NewCompensation(orig Row, action string, replayWindow time.Duration, frozen bool, p Policy, now time.Time) (Claim, error) {
 	if err := ValidateAction(action); err != nil {
 		return Claim{}, err
 	}
-	if err := CheckCompensable(orig); err != nil {
+	if err := checkCompensable(orig); err != nil {
 		return Claim{}, err
 	}
 	intent, _ := json.Marshal(map[string]string{"compensate": orig.Key, "action": action})
@@ -127,10 +127,10 @@ func NewCompensation(orig Row, action string, replayWindow time.Duration, frozen
 	return c, nil
 }
 
-// CheckCompensable says whether orig may be compensated: not while its side
+// checkCompensable says whether orig may be compensated: not while its side
 // effect is undecided (ErrCompensationPending), not when it failed
 // (ErrCompensationFailed).
-func CheckCompensable(orig Row) error {
+func checkCompensable(orig Row) error {
 	switch orig.Status {
 	case StatusPending, StatusUnknown:
 		return ErrCompensationPending
@@ -218,10 +218,10 @@ func RetryAllowed(r Row, now time.Time) bool {
 		now.Before(r.ReplayWindowUntil) && r.LastHTTPStatus < 500
 }
 
-// AfterOrphans recomputes a proceed decision after parked orphan events
+// afterOrphans recomputes a proceed decision after parked orphan events
 // were applied to the freshly inserted row: a row they settled must not be
 // called again.
-func (r *ClaimResult) AfterOrphans() {
+func (r *ClaimResult) afterOrphans() {
 	if r.Decision != DecisionProceed {
 		return
 	}

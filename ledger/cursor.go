@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 	"time"
 )
 
@@ -32,7 +31,7 @@ func EncodeListCursor(tenant string, firstSeen time.Time, key string) string {
 // DecodeListCursor returns the position EncodeListCursor put in cursor for
 // the same tenant. Anything else is ErrInvalidListQuery.
 func DecodeListCursor(tenant, cursor string) (time.Time, string, error) {
-	bad := fmt.Errorf("%w: cursor", ErrInvalidListQuery)
+	bad := ErrInvalidListQuery.With("cursor")
 	if len(cursor) > base64.RawURLEncoding.EncodedLen(1+8+MaxKeyLen+4) {
 		return time.Time{}, "", bad
 	}

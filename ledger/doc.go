@@ -8,6 +8,26 @@
 // they take the current time as an argument and never block, so a store can
 // run them inside a transaction and re-run them when a group commit retries.
 //
+// Invalid input is refused before anything is stored, as an *InvalidError
+// (one of the ErrInvalid… values, perhaps with a detail from With) that
+// matches ErrInvalid: callers test errors.Is(err, ErrInvalid), and branch
+// on a single ErrInvalid… where they care which input it was.
+//
+// # For store authors
+//
+// A store provides a Tx, the handful of reads and writes of one
+// transaction (PutRow keeps every index in step with the row), and an
+// Updater, which runs a func(Tx) error in one durable write transaction.
+// Embedding Flows{Update: …, Policy: …} then gives it the write methods of
+// Store (Claim, Report, Apply, Ingest, Escalate, Reschedule,
+// RedriveOrphans), each the ledger's one flow in one transaction, so every
+// store applies the same rules in the same order; Flows.InTx runs a bare
+// transaction for tests and repairs. The store writes the rest itself: the
+// reads (Get, List with EncodeListCursor and DecodeListCursor, Due,
+// PendingEvents, ListFreezes, CountRows over Statuses), AckEvents,
+// PruneInbox, Notify, PutFreeze, DeleteFreeze and Close. It passes
+// ledger/storetest.
+//
 // Concurrency: the types are plain values; Store implementations document
 // their own guarantees (every Store must pass ledger/storetest).
 package ledger

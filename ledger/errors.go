@@ -1,6 +1,9 @@
 package ledger
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Callers branch on them with errors.Is; the HTTP layer maps
 // each one to a status code in one place.
@@ -11,6 +14,8 @@ var (
 	// different intent.
 	ErrFingerprintMismatch = errors.New("key already used for a different intent")
 	// ErrInvalidTransition means the rules forbid the requested status change.
+	// It is a conflict with stored state, not invalid input: it does not
+	// match ErrInvalid.
 	ErrInvalidTransition = errors.New("invalid transition")
 	// ErrCompensationPending means the original row is still pending or unknown,
 	// so compensating it could undo a side effect that has not happened.
@@ -20,40 +25,76 @@ var (
 	// ErrUnavailable means the store cannot serve the call right now (closed,
 	// disk error, lost connection); the caller may retry later.
 	ErrUnavailable = errors.New("store unavailable")
-
-	// ErrInvalidRunID and the errors below reject bad input before anything is stored.
-	ErrInvalidRunID      = errors.New("invalid run_id: want 1-128 of [A-Za-z0-9_-]")
-	ErrInvalidTool       = errors.New("invalid tool: want 1-128 of [A-Za-z0-9_.-]")
-	ErrInvalidToolCallID = errors.New("invalid tool_call_id: want at most 255 printable ASCII characters")
-	ErrInvalidVendor     = errors.New("invalid vendor: want 1-64 of [a-z0-9_-]")
-	ErrInvalidToolClass  = errors.New("invalid tool_class: want write_idempotent, write_ledger or write_irreversible")
-	ErrInvalidKey        = errors.New("invalid key: want 1-255 printable ASCII characters")
-	ErrInvalidTenant     = errors.New("invalid tenant: want 1-128 of [A-Za-z0-9_-]")
-	ErrInvalidIntent     = errors.New("invalid intent: want a JSON object")
-	ErrInvalidRequest    = errors.New("invalid request envelope")
-	ErrInvalidExpect     = errors.New("invalid expect: want a non-negative amount and a 3-letter currency")
-	ErrInvalidOutcome    = errors.New("invalid outcome")
-	ErrInvalidStatus     = errors.New("invalid status")
-	ErrInvalidAction     = errors.New("invalid compensation action: want 1-128 of [A-Za-z0-9_.-]")
-	ErrInvalidEvidence   = errors.New("invalid evidence")
-	ErrInvalidListQuery  = errors.New("invalid list query")
-	ErrInvalidDelivery   = errors.New("invalid delivery")
 )
 
-// IsInvalid reports whether err is one of the ErrInvalid… input errors (not
-// ErrInvalidTransition, which is a conflict with stored state).
-func IsInvalid(err error) bool {
-	for _, e := range invalidInput {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+// ErrInvalid is matched by every *InvalidError: the input was refused
+// before anything was stored. It is the one test for invalid input, so a
+// new kind of invalid input needs no change in any caller.
+var ErrInvalid = errors.New("invalid input")
+
+// The invalid inputs callers may tell apart. Each is an *InvalidError, so
+// errors.Is matches it and ErrInvalid; a detailed error made with With
+// matches both too.
+var (
+	ErrInvalidRunID      = &InvalidError{Field: "run_id", Reason: "want 1-128 of [A-Za-z0-9_-]"}
+	ErrInvalidTool       = &InvalidError{Field: "tool", Reason: "want 1-128 of [A-Za-z0-9_.-]"}
+	ErrInvalidToolCallID = &InvalidError{Field: "tool_call_id", Reason: "want at most 255 printable ASCII characters"}
+	ErrInvalidVendor     = &InvalidError{Field: "vendor", Reason: "want 1-64 of [a-z0-9_-]"}
+	ErrInvalidToolClass  = &InvalidError{Field: "tool_class", Reason: "want write_idempotent, write_ledger or write_irreversible"}
+	ErrInvalidKey        = &InvalidError{Field: "key", Reason: "want 1-255 printable ASCII characters"}
+	ErrInvalidTenant     = &InvalidError{Field: "tenant", Reason: "want 1-128 of [A-Za-z0-9_-]"}
+	ErrInvalidIntent     = &InvalidError{Field: "intent", Reason: "want a JSON object"}
+	ErrInvalidRequest    = &InvalidError{Field: "request envelope"}
+	ErrInvalidExpect     = &InvalidError{Field: "expect", Reason: "want a non-negative amount and a 3-letter currency"}
+	ErrInvalidOutcome    = &InvalidError{Field: "outcome"}
+	ErrInvalidStatus     = &InvalidError{Field: "status"}
+	ErrInvalidAction     = &InvalidError{Field: "compensation action", Reason: "want 1-128 of [A-Za-z0-9_.-]"}
+	ErrInvalidEvidence   = &InvalidError{Field: "evidence"}
+	ErrInvalidListQuery  = &InvalidError{Field: "list query"}
+	ErrInvalidDelivery   = &InvalidError{Field: "delivery"}
+	// ErrInvalidFreeze rejects a kill-switch entry (or the tenant and
+	// target of a delete).
+	ErrInvalidFreeze = &InvalidError{Field: "freeze"}
+)
+
+// InvalidError is input the ledger refuses: which part (Field, as the
+// caller names it: run_id, list query) and why (Reason). Its text is built
+// from the ledger's constant text and the caller's own input only, so it
+// may be shown to the caller; anything a store wraps around it may not.
+type InvalidError struct {
+	Field  string
+	Reason string
+	// of is the error this one details (With); nil for the sentinels.
+	of *InvalidError
 }
 
-var invalidInput = []error{
-	ErrInvalidRunID, ErrInvalidTool, ErrInvalidToolCallID, ErrInvalidVendor, ErrInvalidToolClass,
-	ErrInvalidKey, ErrInvalidTenant, ErrInvalidIntent, ErrInvalidRequest, ErrInvalidExpect,
-	ErrInvalidOutcome, ErrInvalidStatus, ErrInvalidAction, ErrInvalidEvidence, ErrInvalidListQuery,
-	ErrInvalidDelivery, ErrInvalidFreeze,
+// Error reads "invalid <field>: <reason>".
+func (e *InvalidError) Error() string {
+	if e.Reason == "" {
+		return "invalid " + e.Field
+	}
+	return "invalid " + e.Field + ": " + e.Reason
+}
+
+// Is matches ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the error e details, so a detailed error still matches its
+// sentinel.
+func (e *InvalidError) Unwrap() error {
+	if e.of == nil {
+		return nil
+	}
+	return e.of
+}
+
+// With returns e with a detail: the same Field, the detail appended to the
+// Reason. The detail may quote the caller's input, never internal text (a
+// store's, a driver's), which belongs in a wrapping fmt.Errorf instead.
+func (e *InvalidError) With(format string, args ...any) *InvalidError {
+	reason := fmt.Sprintf(format, args...)
+	if e.Reason != "" {
+		reason = e.Reason + ": " + reason
+	}
+	return &InvalidError{Field: e.Field, Reason: reason, of: e}
 }

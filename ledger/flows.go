@@ -12,20 +12,22 @@ import (
 type Updater func(ctx context.Context, fn func(Tx) error) error
 
 // Flows gives a store the write methods of Store — Claim, Report, Apply,
-// Ingest, Escalate, Reschedule — from its Updater: each runs its shared
-// flow (ClaimTx, ReportTx, …) in one transaction. A store embeds Flows, so
-// a backend writes only its Tx and its Updater.
+// Ingest, Escalate, Reschedule, RedriveOrphans — from its Updater: each
+// runs the ledger's one flow for it, in one transaction. A store embeds
+// Flows, so a backend writes only its Tx and its Updater (see "For store
+// authors" in the package documentation).
 type Flows struct {
 	Update Updater
+	// Policy is the policy the store was opened with; the flows apply it.
 	Policy Policy
 }
 
-// Claim runs ClaimTx in one transaction.
+// Claim is Store.Claim, run in one transaction.
 func (f Flows) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	var res ClaimResult
 	err := f.Update(ctx, func(tx Tx) error {
 		var err error
-		res, err = ClaimTx(tx, c, f.Policy)
+		res, err = claimTx(tx, c, f.Policy)
 		return err
 	})
 	if err != nil {
@@ -34,14 +36,14 @@ func (f Flows) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	return res, nil
 }
 
-// Report runs ReportTx in one transaction.
+// Report is Store.Report, run in one transaction.
 func (f Flows) Report(ctx context.Context, tenant, key string, o Outcome) (Row, Change, error) {
-	return f.applyLike(ctx, "report", func(tx Tx) (Row, Change, error) { return ReportTx(tx, tenant, key, o, f.Policy) })
+	return f.applyLike(ctx, "report", func(tx Tx) (Row, Change, error) { return reportTx(tx, tenant, key, o, f.Policy) })
 }
 
-// Apply runs ApplyTx in one transaction.
+// Apply is Store.Apply, run in one transaction.
 func (f Flows) Apply(ctx context.Context, tenant, key string, ev Evidence) (Row, Change, error) {
-	return f.applyLike(ctx, "apply", func(tx Tx) (Row, Change, error) { return ApplyTx(tx, tenant, key, ev, f.Policy) })
+	return f.applyLike(ctx, "apply", func(tx Tx) (Row, Change, error) { return applyTx(tx, tenant, key, ev, f.Policy) })
 }
 
 func (f Flows) applyLike(ctx context.Context, op string, flow func(Tx) (Row, Change, error)) (Row, Change, error) {
@@ -63,9 +65,9 @@ func (f Flows) applyLike(ctx context.Context, op string, flow func(Tx) (Row, Cha
 // RedriveBatch bounds the local ids one redrive transaction looks at.
 const RedriveBatch = 100
 
-// RedriveOrphans runs RedriveTx over every local id with parked
-// deliveries, RedriveBatch local ids per transaction, and sums the batches.
-// On an error it returns what the committed batches did.
+// RedriveOrphans is Store.RedriveOrphans: it applies the deliveries parked
+// under every local id, RedriveBatch local ids per transaction, and sums the
+// batches. On an error it returns what the committed batches did.
 func (f Flows) RedriveOrphans(ctx context.Context) (RedriveResult, error) {
 	var total RedriveResult
 	after := ""
@@ -76,7 +78,7 @@ func (f Flows) RedriveOrphans(ctx context.Context) (RedriveResult, error) {
 		)
 		err := f.Update(ctx, func(tx Tx) error {
 			var err error
-			res, next, err = RedriveTx(tx, after, RedriveBatch, f.Policy)
+			res, next, err = redriveTx(tx, after, RedriveBatch, f.Policy)
 			return err
 		})
 		if err != nil {
@@ -97,12 +99,12 @@ func (f Flows) RedriveOrphans(ctx context.Context) (RedriveResult, error) {
 // never leave behind. Nothing in the service calls it.
 func (f Flows) InTx(ctx context.Context, fn func(Tx) error) error { return f.Update(ctx, fn) }
 
-// Ingest runs IngestTx in one transaction.
+// Ingest is Store.Ingest, run in one transaction.
 func (f Flows) Ingest(ctx context.Context, d Delivery) (IngestResult, error) {
 	var res IngestResult
 	err := f.Update(ctx, func(tx Tx) error {
 		var err error
-		res, err = IngestTx(tx, d, f.Policy)
+		res, err = ingestTx(tx, d, f.Policy)
 		return err
 	})
 	if err != nil {
@@ -111,7 +113,7 @@ func (f Flows) Ingest(ctx context.Context, d Delivery) (IngestResult, error) {
 	return res, nil
 }
 
-// Escalate runs EscalateTx in one transaction.
+// Escalate is Store.Escalate, run in one transaction.
 func (f Flows) Escalate(ctx context.Context, tenant, key string, at time.Time) (Row, bool, error) {
 	var (
 		row Row
@@ -119,7 +121,7 @@ func (f Flows) Escalate(ctx context.Context, tenant, key string, at time.Time) (
 	)
 	err := f.Update(ctx, func(tx Tx) error {
 		var err error
-		row, ok, err = EscalateTx(tx, tenant, key, at)
+		row, ok, err = escalateTx(tx, tenant, key, at)
 		return err
 	})
 	if err != nil {
@@ -128,9 +130,9 @@ func (f Flows) Escalate(ctx context.Context, tenant, key string, at time.Time) (
 	return row, ok, nil
 }
 
-// Reschedule runs RescheduleTx in one transaction.
+// Reschedule is Store.Reschedule, run in one transaction.
 func (f Flows) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
-	if err := f.Update(ctx, func(tx Tx) error { return RescheduleTx(tx, tenant, key, next) }); err != nil {
+	if err := f.Update(ctx, func(tx Tx) error { return rescheduleTx(tx, tenant, key, next) }); err != nil {
 		return fmt.Errorf("reschedule: %w", err)
 	}
 	return nil

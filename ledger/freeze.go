@@ -2,20 +2,14 @@ package ledger
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 )
 
-// ErrInvalidFreeze rejects a kill-switch entry (or the tenant and target of
-// a delete) before anything is stored.
-var ErrInvalidFreeze = errors.New("invalid freeze")
-
-// MaxActorLen caps Freeze.Actor.
-const MaxActorLen = 255
+// maxActorLen caps Freeze.Actor.
+const maxActorLen = 255
 
 // Freeze is one entry of the kill switch (ARCHITECTURE.md §4): while it
 // exists, claims of the tenant whose tool or tool class is Target insert no
@@ -44,20 +38,20 @@ func (f Freeze) Covers(tenant, tool string, class ToolClass) bool {
 	return f.Tenant == tenant && (f.Target == tool || f.Target == string(class))
 }
 
-// Validate checks the entry's shape. Errors wrap ErrInvalidFreeze; their
-// text is constant (it never quotes the input), so it may be shown to a caller.
+// Validate checks the entry's shape. Errors are ErrInvalidFreeze with a
+// detail that never quotes the input.
 func (f Freeze) Validate() error {
 	if err := ValidateFreezeID(f.Tenant, f.Target); err != nil {
 		return err
 	}
-	if f.Actor == "" || len(f.Actor) > MaxActorLen || !utf8.ValidString(f.Actor) || strings.IndexFunc(f.Actor, unicode.IsControl) >= 0 {
-		return fmt.Errorf("%w: actor must be 1-%d bytes of UTF-8 without control characters", ErrInvalidFreeze, MaxActorLen)
+	if f.Actor == "" || len(f.Actor) > maxActorLen || !utf8.ValidString(f.Actor) || strings.IndexFunc(f.Actor, unicode.IsControl) >= 0 {
+		return ErrInvalidFreeze.With("actor must be 1-%d bytes of UTF-8 without control characters", maxActorLen)
 	}
 	if strings.TrimSpace(f.Note) == "" || len(f.Note) > MaxNoteLen || !utf8.ValidString(f.Note) || hasNUL(f.Note) {
-		return fmt.Errorf("%w: note is required (say why), at most %d bytes of UTF-8 without NUL", ErrInvalidFreeze, MaxNoteLen)
+		return ErrInvalidFreeze.With("note is required (say why), at most %d bytes of UTF-8 without NUL", MaxNoteLen)
 	}
 	if f.At.IsZero() {
-		return fmt.Errorf("%w: at is required", ErrInvalidFreeze)
+		return ErrInvalidFreeze.With("at is required")
 	}
 	return nil
 }
@@ -65,10 +59,10 @@ func (f Freeze) Validate() error {
 // ValidateFreezeID checks the tenant and target that name a freeze.
 func ValidateFreezeID(tenant, target string) error {
 	if ValidateTenant(tenant) != nil {
-		return fmt.Errorf("%w: tenant: want 1-128 of [A-Za-z0-9_-]", ErrInvalidFreeze)
+		return ErrInvalidFreeze.With("tenant: want 1-128 of [A-Za-z0-9_-]")
 	}
-	if ValidateTool(target) != nil {
-		return fmt.Errorf("%w: target: want a tool (1-128 of [A-Za-z0-9_.-]) or a tool class", ErrInvalidFreeze)
+	if validateTool(target) != nil {
+		return ErrInvalidFreeze.With("target: want a tool (1-128 of [A-Za-z0-9_.-]) or a tool class")
 	}
 	return nil
 }

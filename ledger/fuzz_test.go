@@ -98,7 +98,7 @@ func FuzzFingerprint(f *testing.F) {
 		canon, cerr := ledger.Canonicalize(data)
 		isObject := len(canon) > 0 && canon[0] == '{'
 		if err != nil {
-			if !errors.Is(err, ledger.ErrInvalidIntent) || !ledger.IsInvalid(err) {
+			if !errors.Is(err, ledger.ErrInvalidIntent) || !errors.Is(err, ledger.ErrInvalid) {
 				t.Fatalf("Fingerprint(%q) error %v is not ErrInvalidIntent", data, err)
 			}
 			if cerr == nil && isObject {
@@ -149,8 +149,8 @@ func FuzzNewClaim(f *testing.F) {
 		}
 		c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0)
 		if err != nil {
-			if !ledger.IsInvalid(err) {
-				t.Fatalf("NewClaim error %v is not an ErrInvalid… sentinel", err)
+			if !errors.Is(err, ledger.ErrInvalid) {
+				t.Fatalf("NewClaim error %v does not match ErrInvalid", err)
 			}
 			return
 		}

@@ -122,8 +122,8 @@ func TestCanonicalizeRejects(t *testing.T) {
 			if !errors.Is(err, ledger.ErrInvalidIntent) {
 				t.Fatalf("Fingerprint = %q, %v; want ErrInvalidIntent", fp, err)
 			}
-			if !ledger.IsInvalid(err) {
-				t.Fatalf("IsInvalid(%v) = false, want true", err)
+			if !errors.Is(err, ledger.ErrInvalid) {
+				t.Fatalf("errors.Is(%v, ErrInvalid) = false, want true", err)
 			}
 			if strings.HasPrefix(name, "nonobject_") {
 				return // valid JSON, just not an object: only Fingerprint refuses it

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 )
 
 // Fingerprint returns the intent fingerprint: hex SHA-256 of the intent's
@@ -16,7 +15,7 @@ func Fingerprint(intent []byte) (string, error) {
 	}
 	canon, err := Canonicalize(intent)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrInvalidIntent, err)
+		return "", ErrInvalidIntent.With("%v", err)
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil

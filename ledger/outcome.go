@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"fmt"
 	"net/textproto"
 	"strings"
 	"time"
@@ -42,23 +41,23 @@ func (o Outcome) Validate() error {
 	switch o.Kind {
 	case OutcomeResponse:
 		if o.HTTPStatus < 100 || o.HTTPStatus > 599 {
-			return fmt.Errorf("%w: a response needs an http_status from 100 to 599", ErrInvalidOutcome)
+			return ErrInvalidOutcome.With("a response needs an http_status from 100 to 599")
 		}
 	case OutcomeTimeout, OutcomeNetworkError:
 		if o.HTTPStatus != 0 {
-			return fmt.Errorf("%w: %s has no http_status", ErrInvalidOutcome, o.Kind)
+			return ErrInvalidOutcome.With("%s has no http_status", o.Kind)
 		}
 	default:
-		return fmt.Errorf("%w: kind must be response, timeout or network_error", ErrInvalidOutcome)
+		return ErrInvalidOutcome.With("kind must be response, timeout or network_error")
 	}
 	if o.Attempt < 0 {
-		return fmt.Errorf("%w: attempt must not be negative", ErrInvalidOutcome)
+		return ErrInvalidOutcome.With("attempt must not be negative")
 	}
 	if !printableASCII(o.ReceiptID, 0, MaxKeyLen) {
-		return fmt.Errorf("%w: receipt_id must be at most %d printable ASCII characters", ErrInvalidOutcome, MaxKeyLen)
+		return ErrInvalidOutcome.With("receipt_id must be at most %d printable ASCII characters", MaxKeyLen)
 	}
 	if len(o.Headers) > 64 {
-		return fmt.Errorf("%w: too many headers", ErrInvalidOutcome)
+		return ErrInvalidOutcome.With("too many headers")
 	}
 	// Two spellings of one header would leave Classify to pick one; the
 	// runtime must say which answer it got.
@@ -66,7 +65,7 @@ func (o Outcome) Validate() error {
 	for k := range o.Headers {
 		c := textproto.CanonicalMIMEHeaderKey(k)
 		if seen[c] {
-			return fmt.Errorf("%w: header %s given twice", ErrInvalidOutcome, c)
+			return ErrInvalidOutcome.With("header %s given twice", c)
 		}
 		seen[c] = true
 	}

@@ -18,13 +18,16 @@ const (
 	StatusFailedPoison Status = "failed_poison"
 )
 
-// Statuses lists the four statuses, open ones first. Code that reports
-// every status (reconciler_rows) ranges over it, so a new status is never
-// silently left out.
-var Statuses = []Status{StatusPending, StatusUnknown, StatusSucceeded, StatusFailedPoison}
+// statuses are the four statuses, open ones first.
+var statuses = [...]Status{StatusPending, StatusUnknown, StatusSucceeded, StatusFailedPoison}
+
+// Statuses returns the four statuses, open ones first, in a new slice the
+// caller may keep. Code that reports every status (reconciler_rows) ranges
+// over it, so a new status is never silently left out.
+func Statuses() []Status { return slices.Clone(statuses[:]) }
 
 // Valid reports whether s is one of the four statuses.
-func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
+func (s Status) Valid() bool { return slices.Contains(statuses[:], s) }
 
 // Open reports whether the row still waits for an answer (pending or unknown).
 // Open rows, and only they, sit in a store's due index.

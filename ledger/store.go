@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -19,6 +18,7 @@ type Store interface {
 	Schedule
 	Outbox
 	Freezes
+	Counts
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error
 }
@@ -26,8 +26,8 @@ type Store interface {
 // Claims is the runtime-facing part of a store.
 type Claims interface {
 	// Claim runs DecideClaim against the row with the claim's key under one
-	// transaction. For a compensation it first checks the original with
-	// CheckCompensable. A newly inserted row takes the orphan events parked
+	// transaction. For a compensation it first checks the original again, as
+	// NewCompensation did. A newly inserted row takes the orphan events parked
 	// under its local id. Errors: ErrFingerprintMismatch,
 	// ErrCompensationPending, ErrCompensationFailed, ErrNotFound (no original),
 	// ErrUnavailable.
@@ -61,7 +61,8 @@ type Resolutions interface {
 	// how many it removed. Its cost is O(removed).
 	PruneInbox(ctx context.Context, cutoff time.Time) (int, error)
 	// RedriveOrphans applies the deliveries parked under every local id
-	// whose row exists now (RedriveTx, in batches; POST /v1/admin/redrive).
+	// whose row exists now (RedriveBatch local ids per transaction; POST
+	// /v1/admin/redrive).
 	// Its cost is O(local ids with parked deliveries). Errors: ErrUnavailable.
 	RedriveOrphans(ctx context.Context) (RedriveResult, error)
 }
@@ -87,6 +88,15 @@ type Outbox interface {
 	Notify() <-chan struct{}
 }
 
+// Counts is what the reconciler_rows{status} gauge reads (ARCHITECTURE.md §6a).
+type Counts interface {
+	// CountRows returns how many rows hold each status, every one of
+	// Statuses() present (0 when no row holds it). It may scan the rows
+	// (PostgreSQL), so a caller on a scrape path bounds it with a timeout
+	// and caches the answer. Errors: ErrUnavailable.
+	CountRows(ctx context.Context) (map[Status]int64, error)
+}
+
 // ListQuery selects a page of a tenant's rows.
 type ListQuery struct {
 	Tenant string
@@ -110,19 +120,19 @@ func (q *ListQuery) Validate() error {
 		return err
 	}
 	if q.Status != "" && !q.Status.Valid() {
-		return fmt.Errorf("%w: status %q", ErrInvalidListQuery, q.Status)
+		return ErrInvalidListQuery.With("status %q", q.Status)
 	}
 	if q.RunID != "" && ValidateRunID(q.RunID) != nil {
-		return fmt.Errorf("%w: run_id", ErrInvalidListQuery)
+		return ErrInvalidListQuery.With("run_id")
 	}
 	if q.Limit == 0 {
 		q.Limit = DefaultListLimit
 	}
 	if q.Limit < 1 || q.Limit > MaxListLimit {
-		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalidListQuery, MaxListLimit)
+		return ErrInvalidListQuery.With("limit must be 1 to %d", MaxListLimit)
 	}
 	if len(q.Cursor) > 1024 {
-		return fmt.Errorf("%w: cursor", ErrInvalidListQuery)
+		return ErrInvalidListQuery.With("cursor")
 	}
 	return nil
 }
@@ -153,19 +163,19 @@ type Delivery struct {
 // Validate checks the delivery's shape.
 func (d Delivery) Validate() error {
 	if ValidateTenant(d.Tenant) != nil || ValidateVendor(d.Vendor) != nil {
-		return fmt.Errorf("%w: tenant or vendor", ErrInvalidDelivery)
+		return ErrInvalidDelivery.With("tenant or vendor")
 	}
 	if !printableASCII(d.EventID, 1, MaxKeyLen) {
-		return fmt.Errorf("%w: event id must be 1-%d printable ASCII characters", ErrInvalidDelivery, MaxKeyLen)
+		return ErrInvalidDelivery.With("event id must be 1-%d printable ASCII characters", MaxKeyLen)
 	}
 	if !printableASCII(d.LocalID, 0, MaxKeyLen) || !printableASCII(d.IdempotencyKey, 0, MaxKeyLen) {
-		return fmt.Errorf("%w: local id or idempotency key", ErrInvalidDelivery)
+		return ErrInvalidDelivery.With("local id or idempotency key")
 	}
 	if d.Ignore {
 		return nil
 	}
 	if d.Evidence.Source != SourceWebhook {
-		return fmt.Errorf("%w: evidence source must be webhook", ErrInvalidDelivery)
+		return ErrInvalidDelivery.With("evidence source must be webhook")
 	}
 	return d.Evidence.Validate()
 }

@@ -35,25 +35,25 @@ type Evidence struct {
 // Validate checks the evidence's shape.
 func (ev Evidence) Validate() error {
 	if !ev.Source.Valid() {
-		return fmt.Errorf("%w: unknown source %q", ErrInvalidEvidence, ev.Source)
+		return ErrInvalidEvidence.With("unknown source %q", ev.Source)
 	}
 	if ev.Status != "" && !ev.Status.Valid() {
-		return fmt.Errorf("%w: %q", ErrInvalidStatus, ev.Status)
+		return ErrInvalidStatus.With("%q", ev.Status)
 	}
 	if ev.Status == StatusPending {
-		return fmt.Errorf("%w: no evidence leads back to pending", ErrInvalidStatus)
+		return ErrInvalidStatus.With("no evidence leads back to pending")
 	}
 	if ev.Source == SourceHuman && ev.Status != StatusSucceeded && ev.Status != StatusFailedPoison {
-		return fmt.Errorf("%w: a human resolves to succeeded or failed_poison", ErrInvalidStatus)
+		return ErrInvalidStatus.With("a human resolves to succeeded or failed_poison")
 	}
 	if !printableASCII(ev.ReceiptID, 0, MaxKeyLen) {
-		return fmt.Errorf("%w: receipt_id must be at most %d printable ASCII characters", ErrInvalidEvidence, MaxKeyLen)
+		return ErrInvalidEvidence.With("receipt_id must be at most %d printable ASCII characters", MaxKeyLen)
 	}
 	if len(ev.VendorEventID) > MaxKeyLen || len(ev.Actor) > MaxKeyLen || len(ev.Note) > MaxNoteLen {
-		return fmt.Errorf("%w: vendor_event_id, actor or note too long", ErrInvalidEvidence)
+		return ErrInvalidEvidence.With("vendor_event_id, actor or note too long")
 	}
 	if hasNUL(ev.VendorEventID) || hasNUL(ev.Actor) || hasNUL(ev.Note) || hasNUL(ev.Currency) {
-		return fmt.Errorf("%w: vendor_event_id, actor, note or currency holds NUL", ErrInvalidEvidence)
+		return ErrInvalidEvidence.With("vendor_event_id, actor, note or currency holds NUL")
 	}
 	return nil
 }
@@ -69,13 +69,13 @@ type Change struct {
 	Alerts []AlertKind
 }
 
-// CanTransition reports whether the rules allow from → to on evidence from src.
+// canTransition reports whether the rules allow from → to on evidence from src.
 //
 //	pending       → succeeded | unknown | failed_poison
 //	unknown       → succeeded | failed_poison
 //	failed_poison → succeeded, only from vendor evidence (raises late_success)
 //	succeeded     → nothing (terminal)
-func CanTransition(from, to Status, src Source) bool {
+func canTransition(from, to Status, src Source) bool {
 	switch from {
 	case StatusPending:
 		return to == StatusSucceeded || to == StatusUnknown || to == StatusFailedPoison
@@ -147,7 +147,7 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 			addAlert(row, &ch, AlertIgnoredFailure, ev, "failure after success, not applied")
 		}
 		return ch, nil
-	case !CanTransition(row.Status, target, ev.Source):
+	case !canTransition(row.Status, target, ev.Source):
 		if ev.Source == SourceHuman {
 			return ch, fmt.Errorf("%w: %s to %s", ErrInvalidTransition, row.Status, target)
 		}
@@ -201,16 +201,16 @@ func derefAmount(a *int64) int64 {
 func addAlert(row *Row, ch *Change, kind AlertKind, ev Evidence, detail string) {
 	ch.Alerts = append(ch.Alerts, kind)
 	row.Alerts = append(row.Alerts, Alert{Kind: kind, Source: ev.Source, VendorEventID: ev.VendorEventID, Detail: detail, At: ev.At.UTC()})
-	if n := len(row.Alerts); n > MaxAlertsPerRow {
-		row.Alerts = append([]Alert(nil), row.Alerts[n-MaxAlertsPerRow:]...)
+	if n := len(row.Alerts); n > maxAlertsPerRow {
+		row.Alerts = append([]Alert(nil), row.Alerts[n-maxAlertsPerRow:]...)
 	}
 	row.UpdatedAt = ev.At.UTC()
 }
 
-// Escalate marks row as paged at at and returns the escalated event to write
+// escalate marks row as paged at at and returns the escalated event to write
 // to the outbox in the same transaction. It returns false when the row was
 // paged before (a row is paged once) or is no longer open.
-func Escalate(row *Row, at time.Time) (Event, bool) {
+func escalate(row *Row, at time.Time) (Event, bool) {
 	if !row.PagedAt.IsZero() || !row.Status.Open() {
 		return Event{}, false
 	}

@@ -7,9 +7,9 @@ import (
 )
 
 // Tx is the handful of reads and writes one store transaction offers. The
-// flows below (ClaimTx, ReportTx, ApplyTx, IngestTx, EscalateTx) are written
-// once against it, so every Store applies the same rules in the same order
-// and differs only in how it keeps bytes. A Tx is used by one goroutine.
+// flows behind Flows' methods are written once against it, so every Store
+// applies the same rules in the same order and differs only in how it keeps
+// bytes. A Tx is used by one goroutine.
 type Tx interface {
 	// GetRow returns the row or ErrNotFound.
 	GetRow(tenant, key string) (Row, error)
@@ -39,8 +39,8 @@ type Tx interface {
 	OrphanLocalIDs(after string, limit int) ([]string, error)
 }
 
-// ClaimTx runs a claim inside tx.
-func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
+// claimTx runs a claim inside tx.
+func claimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 	// NewClaim validated these; a Claim built by hand is checked again
 	// before its key reaches a store's index.
 	if err := ValidateTenant(c.Row.Tenant); err != nil {
@@ -54,7 +54,7 @@ func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 		if err != nil {
 			return ClaimResult{}, fmt.Errorf("compensation of %s: %w", c.Row.CompensationOf, err)
 		}
-		if err := CheckCompensable(orig); err != nil {
+		if err := checkCompensable(orig); err != nil {
 			return ClaimResult{}, err
 		}
 	}
@@ -91,7 +91,7 @@ func ClaimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 	}
 	res.Changes = append(res.Changes, changes...)
 	res.Row = row.Clone()
-	res.AfterOrphans()
+	res.afterOrphans()
 	return res, nil
 }
 
@@ -113,7 +113,7 @@ func applyOrphans(tx Tx, row *Row, p Policy) ([]Change, error) {
 			continue
 		}
 		before := row.Clone()
-		ch, err := applyTx(tx, &before, row, d.Evidence, p)
+		ch, err := applyWrite(tx, &before, row, d.Evidence, p)
 		if err != nil {
 			return nil, err
 		}
@@ -145,16 +145,16 @@ type RedrivenRow struct {
 	Changes []Change
 }
 
-// RedriveTx looks at up to limit local ids with parked deliveries, after
+// redriveTx looks at up to limit local ids with parked deliveries, after
 // the cursor after ("": the first), and applies each one's deliveries to its
 // row if the row exists now. A row inserted by Claim takes its orphans in
 // the same transaction, so under the flows this finds nothing to apply; it
 // repairs what they never leave behind (a row restored from a backup, a
 // store written by hand or by an older build). It returns the cursor of the
 // next batch, "" after the last.
-func RedriveTx(tx Tx, after string, limit int, p Policy) (RedriveResult, string, error) {
+func redriveTx(tx Tx, after string, limit int, p Policy) (RedriveResult, string, error) {
 	if limit <= 0 {
-		return RedriveResult{}, "", fmt.Errorf("%w: redrive limit %d", ErrInvalidRequest, limit)
+		return RedriveResult{}, "", ErrInvalidRequest.With("redrive limit %d", limit)
 	}
 	ids, err := tx.OrphanLocalIDs(after, limit)
 	if err != nil {
@@ -183,9 +183,9 @@ func RedriveTx(tx Tx, after string, limit int, p Policy) (RedriveResult, string,
 	return res, next, nil
 }
 
-// applyTx applies evidence to row (read in this tx as old) and writes the row
+// applyWrite applies evidence to row (read in this tx as old) and writes the row
 // and its outbox record.
-func applyTx(tx Tx, old, row *Row, ev Evidence, p Policy) (Change, error) {
+func applyWrite(tx Tx, old, row *Row, ev Evidence, p Policy) (Change, error) {
 	ch, err := Apply(row, ev, p)
 	if err != nil {
 		return ch, err
@@ -201,16 +201,16 @@ func applyTx(tx Tx, old, row *Row, ev Evidence, p Policy) (Change, error) {
 	return ch, nil
 }
 
-// ReportTx records a runtime's outcome inside tx.
-func ReportTx(tx Tx, tenant, key string, o Outcome, p Policy) (Row, Change, error) {
+// reportTx records a runtime's outcome inside tx.
+func reportTx(tx Tx, tenant, key string, o Outcome, p Policy) (Row, Change, error) {
 	if err := o.Validate(); err != nil {
 		return Row{}, Change{}, err
 	}
-	return ApplyTx(tx, tenant, key, Classify(o), p)
+	return applyTx(tx, tenant, key, Classify(o), p)
 }
 
-// ApplyTx applies evidence to one row inside tx.
-func ApplyTx(tx Tx, tenant, key string, ev Evidence, p Policy) (Row, Change, error) {
+// applyTx applies evidence to one row inside tx.
+func applyTx(tx Tx, tenant, key string, ev Evidence, p Policy) (Row, Change, error) {
 	if err := ev.Validate(); err != nil {
 		return Row{}, Change{}, err
 	}
@@ -219,21 +219,21 @@ func ApplyTx(tx Tx, tenant, key string, ev Evidence, p Policy) (Row, Change, err
 		return Row{}, Change{}, err
 	}
 	row := old.Clone()
-	ch, err := applyTx(tx, &old, &row, ev, p)
+	ch, err := applyWrite(tx, &old, &row, ev, p)
 	if err != nil {
 		return Row{}, Change{}, err
 	}
 	return row, ch, nil
 }
 
-// EscalateTx marks an open row paged inside tx, once.
-func EscalateTx(tx Tx, tenant, key string, at time.Time) (Row, bool, error) {
+// escalateTx marks an open row paged inside tx, once.
+func escalateTx(tx Tx, tenant, key string, at time.Time) (Row, bool, error) {
 	old, err := tx.GetRow(tenant, key)
 	if err != nil {
 		return Row{}, false, err
 	}
 	row := old.Clone()
-	e, ok := Escalate(&row, at)
+	e, ok := escalate(&row, at)
 	if !ok {
 		return old, false, nil
 	}
@@ -246,8 +246,8 @@ func EscalateTx(tx Tx, tenant, key string, at time.Time) (Row, bool, error) {
 	return row, true, nil
 }
 
-// RescheduleTx moves an open row's next check inside tx.
-func RescheduleTx(tx Tx, tenant, key string, next time.Time) error {
+// rescheduleTx moves an open row's next check inside tx.
+func rescheduleTx(tx Tx, tenant, key string, next time.Time) error {
 	old, err := tx.GetRow(tenant, key)
 	if err != nil {
 		return err
@@ -259,8 +259,8 @@ func RescheduleTx(tx Tx, tenant, key string, next time.Time) error {
 	return tx.PutRow(&old, row)
 }
 
-// IngestTx records a vendor event inside tx: inbox, join, transition, outbox.
-func IngestTx(tx Tx, d Delivery, p Policy) (IngestResult, error) {
+// ingestTx records a vendor event inside tx: inbox, join, transition, outbox.
+func ingestTx(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 	if err := d.Validate(); err != nil {
 		return IngestResult{}, err
 	}
@@ -301,7 +301,7 @@ func ingest(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 		return IngestResult{Outcome: IngestForeignTenant, Change: Change{Alerts: []AlertKind{AlertForeignTenant}}}, nil
 	}
 	updated := row.Clone()
-	ch, err := applyTx(tx, &row, &updated, d.Evidence, p)
+	ch, err := applyWrite(tx, &row, &updated, d.Evidence, p)
 	if err != nil {
 		return IngestResult{}, err
 	}

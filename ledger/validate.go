@@ -1,20 +1,23 @@
 package ledger
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
 
-// Length limits of identifiers.
+// Length limits of identifiers and notes.
 const (
-	MaxIDLen        = 128
-	MaxKeyLen       = 255
-	MaxToolCallID   = 255
-	MaxVendorLen    = 64
-	MaxNoteLen      = 1024
-	MaxRequestBody  = 256 << 10
-	MaxAlertsPerRow = 32
+	MaxIDLen   = 128
+	MaxKeyLen  = 255
+	MaxNoteLen = 1024
+)
+
+// Limits the errors spell out to the caller.
+const (
+	maxToolCallID   = 255
+	maxVendorLen    = 64
+	maxRequestBody  = 256 << 10
+	maxAlertsPerRow = 32
 )
 
 func validIdent(s string, max int, extra string) bool {
@@ -59,8 +62,8 @@ func ValidateRunID(s string) error {
 	return nil
 }
 
-// ValidateTool checks a tool name: [A-Za-z0-9_.-]{1,128}.
-func ValidateTool(s string) error {
+// validateTool checks a tool name: [A-Za-z0-9_.-]{1,128}.
+func validateTool(s string) error {
 	if !validIdent(s, MaxIDLen, "_.-") {
 		return ErrInvalidTool
 	}
@@ -77,14 +80,14 @@ func ValidateKey(s string) error {
 
 // ValidateVendor checks a vendor name: [a-z0-9_-]{1,64}.
 func ValidateVendor(s string) error {
-	if len(s) == 0 || len(s) > MaxVendorLen || strings.ToLower(s) != s || !validIdent(s, MaxVendorLen, "_-") {
+	if len(s) == 0 || len(s) > maxVendorLen || strings.ToLower(s) != s || !validIdent(s, maxVendorLen, "_-") {
 		return ErrInvalidVendor
 	}
 	return nil
 }
 
 func validateToolCallID(s string) error {
-	if !printableASCII(s, 0, MaxToolCallID) {
+	if !printableASCII(s, 0, maxToolCallID) {
 		return ErrInvalidToolCallID
 	}
 	return nil
@@ -97,19 +100,19 @@ func validateRequest(r *Request) error {
 	switch r.Method {
 	case "POST", "PUT", "PATCH", "DELETE":
 	default:
-		return fmt.Errorf("%w: method must be POST, PUT, PATCH or DELETE", ErrInvalidRequest)
+		return ErrInvalidRequest.With("method must be POST, PUT, PATCH or DELETE")
 	}
 	if !strings.HasPrefix(r.Path, "/") || !printableASCII(r.Path, 1, 2048) {
-		return fmt.Errorf("%w: path must start with / and be printable ASCII", ErrInvalidRequest)
+		return ErrInvalidRequest.With("path must start with / and be printable ASCII")
 	}
 	if len(r.ContentType) > 255 || strings.ContainsAny(r.ContentType, "\r\n\x00") {
-		return fmt.Errorf("%w: content_type", ErrInvalidRequest)
+		return ErrInvalidRequest.With("content_type")
 	}
-	if len(r.Body) > MaxRequestBody {
-		return fmt.Errorf("%w: body larger than %d bytes", ErrInvalidRequest, MaxRequestBody)
+	if len(r.Body) > maxRequestBody {
+		return ErrInvalidRequest.With("body larger than %d bytes", maxRequestBody)
 	}
 	if !utf8.ValidString(r.Body) || hasNUL(r.Body) {
-		return fmt.Errorf("%w: body must be UTF-8 text without NUL", ErrInvalidRequest)
+		return ErrInvalidRequest.With("body must be UTF-8 text without NUL")
 	}
 	return nil
 }

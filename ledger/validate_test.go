@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,8 +80,8 @@ func TestValidateIdentifiers(t *testing.T) {
 				if !errors.Is(err, c.want) {
 					t.Fatalf("validate %s %q = %v, want %v", c.name, tt.value, err, c.want)
 				}
-				if !ledger.IsInvalid(err) {
-					t.Fatalf("IsInvalid(%v) = false", err)
+				if !errors.Is(err, ledger.ErrInvalid) {
+					t.Fatalf("errors.Is(%v, ErrInvalid) = false", err)
 				}
 			})
 		}
@@ -147,8 +148,8 @@ func TestNewClaimRejects(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("NewClaim = %+v, %v; want %v", c, err, tt.want)
 			}
-			if !ledger.IsInvalid(err) {
-				t.Fatalf("IsInvalid(%v) = false", err)
+			if !errors.Is(err, ledger.ErrInvalid) {
+				t.Fatalf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 		})
 	}
@@ -290,8 +291,8 @@ func TestEvidenceValidate(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Validate = %v, want %v", err, tt.want)
 			}
-			if !ledger.IsInvalid(err) {
-				t.Fatalf("IsInvalid(%v) = false", err)
+			if !errors.Is(err, ledger.ErrInvalid) {
+				t.Fatalf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 		})
 	}
@@ -381,7 +382,9 @@ func TestDeliveryValidate(t *testing.T) {
 	}
 }
 
-func TestIsInvalid(t *testing.T) {
+// TestErrInvalid: every invalid-input error, detailed or wrapped, matches
+// ErrInvalid; the conflicts with stored state do not.
+func TestErrInvalid(t *testing.T) {
 	tests := []struct {
 		err  error
 		want bool
@@ -391,7 +394,11 @@ func TestIsInvalid(t *testing.T) {
 		{ledger.ErrInvalidStatus, true},
 		{ledger.ErrInvalidAction, true},
 		{ledger.ErrInvalidToolClass, true},
+		{ledger.ErrInvalidFreeze, true},
 		{errors.Join(errors.New("x"), ledger.ErrInvalidKey), true},
+		{ledger.ErrInvalidOutcome.With("attempt must not be negative"), true},
+		{fmt.Errorf("report: %w", ledger.ErrInvalidListQuery.With("cursor")), true},
+		{&ledger.InvalidError{Field: "wait"}, true},
 		{ledger.ErrInvalidTransition, false},
 		{ledger.ErrFingerprintMismatch, false},
 		{ledger.ErrNotFound, false},
@@ -405,10 +412,54 @@ func TestIsInvalid(t *testing.T) {
 			name = tt.err.Error()
 		}
 		t.Run(name, func(t *testing.T) {
-			if got := ledger.IsInvalid(tt.err); got != tt.want {
-				t.Fatalf("IsInvalid(%v) = %v, want %v", tt.err, got, tt.want)
+			if got := errors.Is(tt.err, ledger.ErrInvalid); got != tt.want {
+				t.Fatalf("errors.Is(%v, ErrInvalid) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestInvalidErrorWith: a detailed error keeps its sentinel's field and
+// text, still matches the sentinel, and is what errors.As finds under a
+// store's wrapping.
+func TestInvalidErrorWith(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		sentinel  error
+		wantField string
+		wantText  string
+	}{
+		{name: "sentinel with a reason", err: ledger.ErrInvalidRunID, sentinel: ledger.ErrInvalidRunID,
+			wantField: "run_id", wantText: "invalid run_id: want 1-128 of [A-Za-z0-9_-]"},
+		{name: "sentinel without a reason", err: ledger.ErrInvalidListQuery, sentinel: ledger.ErrInvalidListQuery,
+			wantField: "list query", wantText: "invalid list query"},
+		{name: "detail", err: ledger.ErrInvalidListQuery.With("status %q", "done"), sentinel: ledger.ErrInvalidListQuery,
+			wantField: "list query", wantText: `invalid list query: status "done"`},
+		{name: "detail after a reason", err: ledger.ErrInvalidIntent.With("trailing data"), sentinel: ledger.ErrInvalidIntent,
+			wantField: "intent", wantText: "invalid intent: want a JSON object: trailing data"},
+		{name: "detail of a detail", err: ledger.ErrInvalidFreeze.With("tenant").With("too long"), sentinel: ledger.ErrInvalidFreeze,
+			wantField: "freeze", wantText: "invalid freeze: tenant: too long"},
+		{name: "under a store's wrapping", err: fmt.Errorf("bolt /var/lib/x.db: claim: %w", ledger.ErrInvalidKey), sentinel: ledger.ErrInvalidKey,
+			wantField: "key", wantText: "invalid key: want 1-255 printable ASCII characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !errors.Is(tt.err, tt.sentinel) || !errors.Is(tt.err, ledger.ErrInvalid) {
+				t.Fatalf("%v matches %v: %v, ErrInvalid: %v; want both", tt.err, tt.sentinel,
+					errors.Is(tt.err, tt.sentinel), errors.Is(tt.err, ledger.ErrInvalid))
+			}
+			var ie *ledger.InvalidError
+			if !errors.As(tt.err, &ie) {
+				t.Fatalf("errors.As(%v, *InvalidError) = false", tt.err)
+			}
+			if ie.Field != tt.wantField || ie.Error() != tt.wantText {
+				t.Fatalf("InvalidError: field %q text %q, want %q %q", ie.Field, ie.Error(), tt.wantField, tt.wantText)
+			}
+		})
+	}
+	if errors.Is(ledger.ErrInvalidOutcome.With("x"), ledger.ErrInvalidEvidence) {
+		t.Fatal("a detailed ErrInvalidOutcome matches ErrInvalidEvidence")
 	}
 }
 

@@ -5,8 +5,8 @@
 //
 // It decides nothing that the ledger decides: the join on the local id or
 // the echoed key, the tenant check, orphan parking and the monotonic
-// transition rules run inside ledger.IngestTx, one transaction with the
-// inbox and the outbox, in every store.
+// transition rules run inside the store's Ingest (the ledger's shared
+// flow), one transaction with the inbox and the outbox, in every store.
 //
 // Imports: the standard library and ledger only. It does no I/O.
 //

@@ -67,6 +67,7 @@ never events "${service_only[@]}"
 only ledger                       # the standard library only
 only paging                       # the standard library only
 only fixtures                     # the standard library only
+only apierror                     # the standard library only: the client imports it
 only internal/paypaloauth "golang.org/x/sync*"
 only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
 
@@ -75,19 +76,19 @@ internal ledger/postgres ledger
 internal ledger/memstore ledger
 internal ledger/storetest ledger
 internal matcher ledger
-internal webhooks ledger matcher internal/promreg internal/paypaloauth
+internal webhooks ledger matcher apierror internal/promreg internal/paypaloauth
 internal resolver ledger paging internal/promreg internal/paypaloauth
 internal events ledger
 internal events/natsserver        # nats-server only: no project package
 internal events/eventsprom internal/promreg
-internal api ledger matcher resolver internal/promreg
+internal api ledger matcher resolver apierror internal/promreg
 internal freeze ledger
-internal client ledger events
-internal drill client api events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
-internal internal/httpload api events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+internal client ledger events apierror
+internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
+internal internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 # The load program, wherever its code lives: main.go over internal/httpload
 # or the load code itself under cmd/httpload.
-internal cmd/httpload internal/httpload api events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+internal cmd/httpload internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 # serve's configuration: validators and types, never a store, api or webhooks.
 internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth
 exit $fail

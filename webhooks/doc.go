@@ -15,10 +15,10 @@
 // delivery the ledger refuses; 413 past the body limit; 404 for an unknown
 // endpoint; 503 only when the store (or PayPal's certificate host) cannot
 // answer, so the vendor retries. Errors use the API's shape
-// {"error": {"code", "message"}}.
+// {"error": {"code", "message"}} (apierror.Body).
 //
-// Imports: ledger and matcher of this module; echo and the Prometheus
-// client. Never api, a store, or another adapter.
+// Imports: ledger, matcher and apierror of this module; echo and the
+// Prometheus client. Never api, a store, or another adapter.
 //
 // Concurrency: a Handler is immutable after New and safe for concurrent
 // use; it starts no goroutines. Secrets, signatures and bodies are never

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 )
@@ -301,7 +302,7 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 	ep := h.lookup(family, c.Param("endpoint"))
 	if ep == nil {
 		h.metrics.webhooks.WithLabelValues(family, resultNotFound).Inc()
-		return admitted{}, false, writeError(c, http.StatusNotFound, "not_found", "no such webhook endpoint")
+		return admitted{}, false, writeError(c, http.StatusNotFound, apierror.CodeNotFound, "no such webhook endpoint")
 	}
 	log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
 
@@ -311,7 +312,7 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 		if errors.As(err, &tooLarge) {
 			h.metrics.webhooks.WithLabelValues(ep.vendor, resultTooLarge).Inc()
 			log.WarnContext(req.Context(), "webhook rejected", "result", resultTooLarge, "limit", h.limit)
-			return admitted{}, false, writeError(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body exceeds %d bytes", h.limit))
+			return admitted{}, false, writeError(c, http.StatusRequestEntityTooLarge, apierror.CodeBodyTooLarge, fmt.Sprintf("body exceeds %d bytes", h.limit))
 		}
 		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnparsable).Inc()
 		return admitted{}, false, writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
@@ -417,7 +418,7 @@ func (h *Handler) storeFailed(c echo.Context, log *slog.Logger, ep *endpoint, ev
 	ctx := c.Request().Context()
 	attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type)}
 	switch {
-	case ledger.IsInvalid(err):
+	case errors.Is(err, ledger.ErrInvalid):
 		h.metrics.webhooks.WithLabelValues(ep.vendor, resultInvalid).Inc()
 		log.WarnContext(ctx, "webhook refused by the ledger", append(attrs, "err", err)...)
 		return writeError(c, http.StatusBadRequest, "invalid_delivery", invalidMessage(err))
@@ -425,38 +426,29 @@ func (h *Handler) storeFailed(c echo.Context, log *slog.Logger, ep *endpoint, ev
 		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnavailable).Inc()
 		log.ErrorContext(ctx, "webhook not stored: store unavailable", append(attrs, "err", err)...)
 		c.Response().Header().Set("Retry-After", "1")
-		return writeError(c, http.StatusServiceUnavailable, "unavailable", "store unavailable, retry later")
+		return writeError(c, http.StatusServiceUnavailable, apierror.CodeUnavailable, "store unavailable, retry later")
 	case errors.Is(err, context.Canceled):
 		// The sender hung up; it will retry, and nobody reads this answer.
 		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnavailable).Inc()
-		return writeError(c, http.StatusServiceUnavailable, "unavailable", "request canceled")
+		return writeError(c, http.StatusServiceUnavailable, apierror.CodeUnavailable, "request canceled")
 	}
 	h.metrics.webhooks.WithLabelValues(ep.vendor, resultError).Inc()
 	log.ErrorContext(ctx, "webhook not stored", append(attrs, "err", err)...)
-	return writeError(c, http.StatusInternalServerError, "internal", "internal error")
+	return writeError(c, http.StatusInternalServerError, apierror.CodeInternal, "internal error")
 }
 
-// errorBody is the API's error shape (api/errors.go), repeated here because
-// adapters do not import each other.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
+// writeError answers with the error body the API answers with.
 func writeError(c echo.Context, status int, code, msg string) error {
-	return c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+	return c.JSON(status, apierror.New(code, msg))
 }
 
-// invalidMessage is the ledger's "<sentinel>: <detail>" text, which is built
-// from constant text only, capped.
+// invalidMessage is the text of the ledger's InvalidError in err, built from
+// constant text and the sender's own input; what a store wrapped around it
+// is not sent.
 func invalidMessage(err error) string {
-	m := err.Error()
-	if len(m) > 300 {
-		m = m[:300] + "…"
+	var ie *ledger.InvalidError
+	if !errors.As(err, &ie) {
+		return ledger.ErrInvalid.Error()
 	}
-	return m
+	return ie.Error()
 }

@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/apierror"
 	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/webhooks"
@@ -152,6 +154,24 @@ func TestRejected(t *testing.T) {
 				t.Errorf("the inbox recorded the rejected event %s", tt.eventID)
 			}
 		})
+	}
+}
+
+// TestInvalidDeliveryMessage: a delivery the ledger refuses is answered with
+// the ledger's own text, not with what the store wrapped around it.
+func TestInvalidDeliveryMessage(t *testing.T) {
+	hs := newHarness(t, defaultOptions())
+	row := hs.claim("acme", "run-1", nil)
+	id := strings.Repeat("e", 256)
+	b := stripePayload(t, piSucceeded, row.MetadataLocalID, id)
+	rec := hs.post("/webhooks/stripe", b, stripeHeader(b, t0, stripeSecret))
+	var body apierror.Body
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatalf("error body %q: %v", rec.Body, err)
+	}
+	want := apierror.Detail{Code: "invalid_delivery", Message: "invalid delivery: event id must be 1-255 printable ASCII characters"}
+	if rec.Code != http.StatusBadRequest || body.Error != want {
+		t.Fatalf("answer = %d %+v, want 400 %+v", rec.Code, body.Error, want)
 	}
 }
 

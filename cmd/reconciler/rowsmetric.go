@@ -11,16 +11,11 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// rowCounter is what reconciler_rows needs of a store.
-type rowCounter interface {
-	CountRows(ctx context.Context) (map[ledger.Status]int64, error)
-}
-
 // rowsCollector serves reconciler_rows{status} (ARCHITECTURE.md §6a) from
 // the store's counts, read at most every maxAge and within timeout, so a
 // scrape never waits long on a slow database.
 type rowsCollector struct {
-	store   rowCounter
+	store   ledger.Counts
 	desc    *prometheus.Desc
 	log     *slog.Logger
 	maxAge  time.Duration
@@ -32,7 +27,7 @@ type rowsCollector struct {
 	counts map[ledger.Status]int64
 }
 
-func newRowsCollector(st rowCounter, log *slog.Logger, now func() time.Time) *rowsCollector {
+func newRowsCollector(st ledger.Counts, log *slog.Logger, now func() time.Time) *rowsCollector {
 	return &rowsCollector{
 		store: st, log: log, now: now, maxAge: 10 * time.Second, timeout: 2 * time.Second,
 		desc: prometheus.NewDesc("reconciler_rows", "Ledger rows by status.", []string{"status"}, nil),

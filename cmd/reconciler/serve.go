@@ -29,13 +29,6 @@ import (
 	"github.com/agentledger/reconciler/webhooks"
 )
 
-// store is everything serve needs of a ledger store: the Store, and the
-// row counts behind reconciler_rows (§6a), which every store must serve.
-type store interface {
-	ledger.Store
-	rowCounter
-}
-
 // wire builds the components of `serve` in dependency order — store, NATS,
 // stream, relay, API — registering each one's closer in its shutdown stage,
 // and returns the HTTP handler. On error the closers registered so far still
@@ -150,9 +143,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 
 // openStore opens the ledger store named by --store: the bbolt file in the
 // data directory, or PostgreSQL for a postgres:// URL.
-func (m *Main) openStore(ctx context.Context) (store, error) {
+func (m *Main) openStore(ctx context.Context) (ledger.Store, error) {
 	cfg := m.Config
-	var st store
+	var st ledger.Store
 	if cfg.UsesBolt() {
 		b, err := bolt.Open(cfg.BoltPath(), bolt.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "bolt")})
 		if err != nil {
@@ -261,7 +254,7 @@ func (m *Main) NATSURL() string {
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool) error {
+func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool) error {
 	cfg, log := m.Config, m.Logger
 	var pager resolver.Pager = paging.NewLog(log.With("component", "paging"))
 	switch {

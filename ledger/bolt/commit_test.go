@@ -49,12 +49,12 @@ func TestGroupCommitIsolatesFailingOp(t *testing.T) {
 	const writers = 64
 	cases := []struct {
 		name string
-		// failing is the op that fails; it gets the index of its writer.
-		failing       func(i int) func(*boltTx) error
+		// failing is the op that fails, as writer i of s.
+		failing       func(ctx context.Context, s *Store, i int) error
 		wantRollbacks uint64
 	}{
-		{"fails after writing", func(i int) func(*boltTx) error {
-			return func(tx *boltTx) error {
+		{"fails after writing", func(ctx context.Context, s *Store, i int) error {
+			return s.write(ctx, func(tx *boltTx) error {
 				c, err := ledger.NewClaim(claimReq("acme", "", "run_1", i), ledger.Policy{}, t0)
 				if err != nil {
 					return err
@@ -63,22 +63,21 @@ func TestGroupCommitIsolatesFailingOp(t *testing.T) {
 					return err
 				}
 				return errBoom
-			}
+			})
 		}, 1},
-		{"panics after writing", func(i int) func(*boltTx) error {
-			return func(tx *boltTx) error {
+		{"panics after writing", func(ctx context.Context, s *Store, i int) error {
+			return s.write(ctx, func(tx *boltTx) error {
 				c, _ := ledger.NewClaim(claimReq("acme", "", "run_1", i), ledger.Policy{}, t0)
 				if err := tx.PutRow(nil, c.Row); err != nil {
 					return err
 				}
 				panic(errBoom)
-			}
+			})
 		}, 1},
-		{"fails before writing", func(i int) func(*boltTx) error {
-			return func(tx *boltTx) error {
-				_, _, err := ledger.ReportTx(tx, "acme", "no-such-key", ledger.Outcome{Kind: ledger.OutcomeTimeout, At: t0}, ledger.Policy{})
-				return err
-			}
+		{"fails before writing", func(ctx context.Context, s *Store, _ int) error {
+			// The report flow runs in its transaction and finds no row.
+			_, _, err := s.Report(ctx, "acme", "no-such-key", ledger.Outcome{Kind: ledger.OutcomeTimeout, At: t0})
+			return err
 		}, 0},
 	}
 	for _, tc := range cases {
@@ -94,7 +93,7 @@ func TestGroupCommitIsolatesFailingOp(t *testing.T) {
 			for i := range writers {
 				wg.Go(func() {
 					if i == bad {
-						errs[i] = s.write(ctx, tc.failing(i))
+						errs[i] = tc.failing(ctx, s, i)
 						return
 					}
 					c, err := ledger.NewClaim(claimReq("acme", "", "run_1", i), s.policy, t0)

@@ -16,7 +16,7 @@ import (
 // counts existed is counted once, by a scan, when it is opened.
 var (
 	metaCounted  = []byte("rows_counted")
-	allStatuses  = ledger.Statuses
+	allStatuses  = ledger.Statuses()
 	countKeyBase = "rows_"
 )
 

@@ -1,7 +1,8 @@
 // Package bolt is the embedded ledger.Store: one bbolt file, one process.
-// It implements ledger.Tx over a bbolt read-write transaction and runs the
-// shared flows of ledger/txn.go (ClaimTx, ReportTx, ApplyTx, IngestTx,
-// EscalateTx, RescheduleTx) inside it, so the rules are ledger's, not ours.
+// It implements ledger.Tx over a bbolt read-write transaction and embeds
+// ledger.Flows, which runs the ledger's shared flows (claim, report, apply,
+// ingest, escalate, reschedule, redrive) inside it, so the rules are
+// ledger's, not ours.
 //
 // Imports: the standard library, ledger, go.etcd.io/bbolt and
 // go-json-experiment/json (encoding/json's format on a faster engine; json.go) only.

@@ -8,8 +8,9 @@ import (
 
 // CountRows returns how many rows hold each status.
 func (s *Store) CountRows(ctx context.Context) (map[ledger.Status]int64, error) {
-	out := make(map[ledger.Status]int64, len(ledger.Statuses))
-	for _, st := range ledger.Statuses {
+	all := ledger.Statuses()
+	out := make(map[ledger.Status]int64, len(all))
+	for _, st := range all {
 		out[st] = 0
 	}
 	err := s.view(ctx, func(st *state) error {

@@ -14,8 +14,9 @@ import (
 // bounds with a timeout and a cache (a counter row updated by every claim
 // would serialise every replica's writes on one hot row instead).
 func (s *Store) CountRows(ctx context.Context) (map[ledger.Status]int64, error) {
-	out := make(map[ledger.Status]int64, len(ledger.Statuses))
-	for _, st := range ledger.Statuses {
+	all := ledger.Statuses()
+	out := make(map[ledger.Status]int64, len(all))
+	for _, st := range all {
 		out[st] = 0
 	}
 	err := s.run(ctx, false, func(tx *pgTx) error {

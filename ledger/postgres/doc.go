@@ -1,8 +1,8 @@
 // Package postgres is the ledger.Store for many replicas sharing one
 // PostgreSQL database, on pgx (pgxpool). It implements ledger.Tx over one
-// pgx transaction and runs the shared flows of ledger/txn.go (ClaimTx,
-// ReportTx, ApplyTx, IngestTx, EscalateTx, RescheduleTx) inside it, so the
-// rules are ledger's, not ours; it passes ledger/storetest.
+// pgx transaction and embeds ledger.Flows, which runs the ledger's shared
+// flows (claim, report, apply, ingest, escalate, reschedule, redrive)
+// inside it, so the rules are ledger's, not ours; it passes ledger/storetest.
 //
 // Imports: the standard library, ledger, github.com/jackc/pgx/v5 and
 // github.com/cenkalti/backoff/v4.

@@ -43,9 +43,9 @@ const (
 //     the row the first inserted (READ COMMITTED gives every statement a new
 //     snapshot).
 //   - RowByLocalID takes an advisory lock on the local id, which a claim
-//     that inserts the row also takes (ClaimTx looks the local id up before
-//     the insert), so a webhook either sees the new row or parks an orphan
-//     the claim then sees — never neither.
+//     that inserts the row also takes (the claim flow looks the local id up
+//     before the insert), so a webhook either sees the new row or parks an
+//     orphan the claim then sees — never neither.
 //   - GetInbox takes an advisory lock on the vendor event id, so a duplicate
 //     delivery waits for the first and answers duplicate.
 //
@@ -338,8 +338,8 @@ func (t *pgTx) DeleteOrphans(localID string) error {
 
 // OrphanLocalIDs implements ledger.Tx, in byte order (COLLATE "C", as the
 // other stores sort) whatever the database's collation. It takes no lock:
-// RedriveTx locks each local id through RowByLocalID before it reads the
-// deliveries again.
+// the redrive flow locks each local id through RowByLocalID before it reads
+// the deliveries again.
 func (t *pgTx) OrphanLocalIDs(after string, limit int) ([]string, error) {
 	rows, err := t.q.Query(t.ctx, `SELECT DISTINCT local_id COLLATE "C" AS lid FROM orphans
 		WHERE local_id COLLATE "C" > $1 ORDER BY lid LIMIT $2`, after, limit)

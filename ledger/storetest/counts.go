@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -10,22 +9,12 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// rowCounter is what a store offers when it can count its rows by status
-// (reconciler_rows{status}); stores without it skip testCountRows.
-type rowCounter interface {
-	CountRows(ctx context.Context) (map[ledger.Status]int64, error)
-}
-
 // testCountRows: the counts follow every insert and transition.
 func testCountRows(t *testing.T, open Open) {
 	e := newEnv(t, open)
-	rc, ok := e.s.(rowCounter)
-	if !ok {
-		t.Skip("the store does not count rows")
-	}
 	check := func(want map[ledger.Status]int64) {
 		t.Helper()
-		got, err := rc.CountRows(e.ctx)
+		got, err := e.s.CountRows(e.ctx)
 		if err != nil {
 			t.Fatalf("CountRows: %v", err)
 		}

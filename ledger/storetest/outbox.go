@@ -168,6 +168,7 @@ func testClose(t *testing.T, open Open) {
 		{"Reschedule", func() error { return e.s.Reschedule(ctx, tenantA, row.Key, at(time.Hour)) }},
 		{"PendingEvents", func() error { _, err := e.s.PendingEvents(ctx, 10); return err }},
 		{"AckEvents", func() error { return e.s.AckEvents(ctx, 1) }},
+		{"CountRows", func() error { _, err := e.s.CountRows(ctx); return err }},
 	}
 	if cc, ok := e.s.(consistencyChecker); ok {
 		calls = append(calls, struct {
