@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/fixtures"
 )
 
 func TestPayPalCertURLAllowList(t *testing.T) {
@@ -149,7 +151,7 @@ func TestPayPalCertCallerClientNeverRedirects(t *testing.T) {
 		o.HTTPClient = client
 	})
 	body := readPayPalFixture(t, "payment_capture_completed.json")
-	h, err := SignPayPal(pki.keys["leaf"], srv.URL+paypalCertPath+"redirect", paypalTestWebhook, "t-1", e.clock.Now(), body)
+	h, err := fixtures.SignPayPal(pki.keys["leaf"], srv.URL+paypalCertPath+"redirect", paypalTestWebhook, "t-1", e.clock.Now(), body)
 	if err != nil {
 		t.Fatal(err)
 	}

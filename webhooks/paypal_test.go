@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/fixtures"
 )
 
 // Test PKI from scripts/gen-paypal-certs.sh, committed under fixtures/paypal/certs.
@@ -244,7 +246,7 @@ func (e *paypalEnv) certURL(name string) string { return e.srv.URL + paypalCertP
 // sign signs body with the named key, pointing at the named cert path.
 func (e *paypalEnv) sign(t testing.TB, key, cert, webhookID string, at time.Time, body []byte) http.Header {
 	t.Helper()
-	h, err := SignPayPal(e.pki.keys[key], e.certURL(cert), webhookID, "8f3c8f10-d67a-11e5-baa3-778b53f4ae55", at, body)
+	h, err := fixtures.SignPayPal(e.pki.keys[key], e.certURL(cert), webhookID, "8f3c8f10-d67a-11e5-baa3-778b53f4ae55", at, body)
 	if err != nil {
 		t.Fatalf("SignPayPal: %v", err)
 	}
@@ -518,7 +520,7 @@ func TestSignPayPalRoundTrip(t *testing.T) {
 	if err := e.v.Verify(context.Background(), h, body); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	if _, err := SignPayPal(nil, "", "", "", at, body); err == nil {
+	if _, err := fixtures.SignPayPal(nil, "", "", "", at, body); err == nil {
 		t.Error("SignPayPal(nil key) succeeded")
 	}
 }
