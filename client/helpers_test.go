@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 )
@@ -23,30 +24,13 @@ const (
 	tokenAdmin = "tok_admin_8e2a6c4b0d9f"
 )
 
-// clock is the API's injected clock: real time plus an offset a test can
-// move forward (a lease running out).
-type clock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
 // env is the real API over a memstore, served by httptest.
 type env struct {
 	store *memstore.Store
 	srv   *httptest.Server
-	clock *clock
+	// clock is the API's: real time, which a test can move forward (a
+	// lease running out).
+	clock *testkit.Clock
 
 	mu     sync.Mutex
 	frozen map[string]bool
@@ -54,7 +38,7 @@ type env struct {
 
 func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
 	t.Helper()
-	e := &env{store: memstore.New(ledger.DefaultPolicy()), clock: &clock{}, frozen: map[string]bool{}}
+	e := &env{store: memstore.New(ledger.DefaultPolicy()), clock: testkit.NewRealClock(), frozen: map[string]bool{}}
 	o := api.Options{
 		Store:        e.store,
 		Tokens:       map[string]string{tokenAcme: "acme"},
@@ -318,16 +302,4 @@ func (f *fakeStripe) httpCall(hc *http.Client) client.CallFunc {
 // keyedHTTP is an HTTP client whose transport sets Idempotency-Key from the context.
 func keyedHTTP(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &client.Transport{Header: "Idempotency-Key"}}
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -13,29 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/testkit"
 )
-
-// clock is the injected clock every test shares between the resolver, the
-// ledger calls and the fakes.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
 
 // fakeStripe is a stateful Stripe: it commits objects, remembers them by
 // id and by metadata, stores the first answer per Idempotency-Key and
@@ -44,7 +24,7 @@ func (c *clock) Advance(d time.Duration) time.Time {
 // until the client gives up, and answers 429/500 on demand.
 type fakeStripe struct {
 	t     *testing.T
-	clock *clock
+	clock *testkit.Clock
 	srv   *httptest.Server
 
 	mu sync.Mutex
@@ -74,7 +54,7 @@ type storedAnswer struct {
 	body []byte
 }
 
-func newFakeStripe(t *testing.T, c *clock) *fakeStripe {
+func newFakeStripe(t *testing.T, c *testkit.Clock) *fakeStripe {
 	f := &fakeStripe{
 		t: t, clock: c, objects: map[string]map[string]any{}, created: map[string]time.Time{},
 		stored: map[string]storedAnswer{}, createStatus: "succeeded", searchLag: time.Minute,

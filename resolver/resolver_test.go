@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/memstore"
@@ -31,7 +32,7 @@ var policy = ledger.Policy{PendingTTL: 15 * time.Minute, Grace: time.Minute}
 // env is one resolver wired to fakes and a real store, on an injected clock.
 type env struct {
 	t      *testing.T
-	clock  *clock
+	clock  *testkit.Clock // the resolver's, the ledger calls' and the fakes'
 	store  ledger.Store
 	stripe *fakeStripe
 	paypal *fakePayPal
@@ -46,7 +47,7 @@ type envOpt func(*resolver.Options, *env)
 
 func newEnv(t *testing.T, useBolt bool, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clock: newClock(), reg: prometheus.NewRegistry()}
+	e := &env{t: t, clock: testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), reg: prometheus.NewRegistry()}
 	if useBolt {
 		st, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Policy: policy})
 		if err != nil {
@@ -664,7 +665,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.res.Run(ctx) }()
-	waitFor(t, func() bool { return histCount(t, e.reg, "reconciler_resolver_cycle_seconds") >= 2 })
+	testkit.Eventually(t, "two resolver cycles", func() bool { return histCount(t, e.reg, "reconciler_resolver_cycle_seconds") >= 2 })
 	cancel()
 	select {
 	case err := <-done:
@@ -739,23 +740,11 @@ func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	return 0
 }
 
-// waitFor polls cond until it holds (a guard of 10 s, not a timing assertion).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // settlingStore settles the row by a webhook just before Escalate: the
 // race where a row settles between the due snapshot and the page.
 type settlingStore struct {
 	ledger.Store
-	clock *clock
+	clock *testkit.Clock
 }
 
 func (s settlingStore) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {

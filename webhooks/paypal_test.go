@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/fixtures"
+	"github.com/agentledger/reconciler/internal/testkit"
 )
 
 // Test PKI from scripts/gen-paypal-certs.sh, committed under fixtures/paypal/certs.
@@ -97,26 +98,6 @@ func readPayPalFixture(t testing.TB, name string) []byte {
 	}
 	return b
 }
-
-// paypalTestClock is an injected clock tests move by hand.
-type paypalTestClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *paypalTestClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *paypalTestClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func (c *paypalTestClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // paypalCertServer is a fake PayPal certificate host. The last path segment
 // picks the behaviour; every request is counted per path.
@@ -202,7 +183,7 @@ func (s *paypalCertServer) totalHits() int {
 type paypalEnv struct {
 	pki   *paypalPKI
 	srv   *paypalCertServer
-	clock *paypalTestClock
+	clock *testkit.Clock
 	ep    PayPalEndpoint
 	opts  PayPalOptions
 	v     *PayPalVerifier
@@ -219,7 +200,7 @@ func newPayPalEnv(t testing.TB, mutate func(*PayPalEndpoint, *PayPalOptions)) *p
 	roots := x509.NewCertPool()
 	roots.AddCert(pki.root)
 	roots.AddCert(srv.Certificate())
-	e := &paypalEnv{pki: pki, srv: srv, clock: &paypalTestClock{t: pki.leaf.NotBefore.Add(30 * 24 * time.Hour)}}
+	e := &paypalEnv{pki: pki, srv: srv, clock: testkit.NewClock(pki.leaf.NotBefore.Add(30 * 24 * time.Hour))}
 	e.ep = PayPalEndpoint{
 		Name:            "default",
 		Tenant:          "acme",

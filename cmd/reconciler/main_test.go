@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -19,29 +18,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/testkit"
 )
-
-// syncBuffer is an io.Writer the program's goroutines and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type testMain struct {
 	*Main
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer // the program's goroutines and the test share them
 }
 
 // newTestMain returns the real program with its own environment and output;
@@ -49,7 +32,7 @@ type testMain struct {
 func newTestMain(t *testing.T, env map[string]string) *testMain {
 	t.Helper()
 	m := NewMain()
-	tm := &testMain{Main: m, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	tm := &testMain{Main: m, stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}}
 	// Never the machine's NATS port: an embedded server on a random one.
 	withNATS := map[string]string{"RECONCILER_NATS_LISTEN": "127.0.0.1:0"}
 	for k, v := range env {
