@@ -15,7 +15,7 @@ import (
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/postgres"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
+	"github.com/agentledger/reconciler/internal/pgtest"
 )
 
 var _ events.LeasingOutbox = (*postgres.Store)(nil)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/postgres"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/resolver"
 )
 

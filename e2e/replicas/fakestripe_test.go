@@ -1,4 +1,4 @@
-package replicatest
+package replicas
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package replicatest
+package replicas
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
+	"github.com/agentledger/reconciler/internal/pgtest"
 )
 
 const (

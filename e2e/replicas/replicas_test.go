@@ -1,4 +1,4 @@
-package replicatest
+package replicas
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/ledger"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
+	"github.com/agentledger/reconciler/internal/pgtest"
 )
 
 // keyPlan is what the load program did to one key and what it was told.
