@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/internal/pgtest"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 const (
