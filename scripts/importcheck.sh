@@ -57,5 +57,5 @@ internal events ledger internal/promreg
 internal api ledger matcher resolver internal/promreg
 internal freeze ledger
 internal client ledger events internal/promreg
-internal internal/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+internal cmd/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 exit $fail
