@@ -58,4 +58,17 @@ internal api ledger matcher resolver internal/promreg
 internal freeze ledger
 internal client ledger events internal/promreg
 internal cmd/httpload api events ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+
+# The test helpers serve _test.go files only: no package's build (go list
+# Deps leaves tests out) may pull one in, the helpers themselves aside.
+testonly="$mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest"
+while read -r pkg deps; do
+	[[ " $testonly " == *" $pkg "* ]] && continue
+	for d in $deps; do
+		if [[ " $testonly " == *" $d "* ]]; then
+			echo "importcheck: $pkg must not import $d (test-only)" >&2
+			fail=1
+		fi
+	done
+done < <(go list -f '{{.ImportPath}} {{join .Deps " "}}' ./...)
 exit $fail
