@@ -35,7 +35,7 @@ importcheck: ## ledger imports only the standard library; adapters never import 
 bench: ## the figures of BENCHMARKS.md
 	./scripts/bench.sh
 
-bench-http: ## HTTP claim API vs a bare echo server, plus relay lag (internal/httpload); under a minute
+bench-http: ## HTTP claim API vs a bare echo server, plus relay lag (cmd/httpload); under a minute
 	./scripts/bench-http.sh
 
 fuzz: ## each fuzz target for FUZZTIME

@@ -15,6 +15,7 @@ import (
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -55,7 +56,7 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 // waitClaims polls the API's metrics until n claims answered wait.
 func waitClaims(t *testing.T, reg *prometheus.Registry, n float64) {
 	t.Helper()
-	waitFor(t, "a claim answered wait", func() bool {
+	testkit.Eventually(t, "a claim answered wait", func() bool {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatalf("gather: %v", err)

@@ -85,10 +85,21 @@ internal api ledger matcher resolver apierror internal/promreg
 internal freeze ledger
 internal client ledger events apierror
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
-internal internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
-# The load program, wherever its code lives: main.go over internal/httpload
-# or the load code itself under cmd/httpload.
-internal cmd/httpload internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+# The load program (cmd/httpload: flags and the load code).
+internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 # serve's configuration: validators and types, never a store, api or webhooks.
 internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth
+
+# The test helpers serve _test.go files only: no package's build (go list
+# Deps leaves tests out) may pull one in, the helpers themselves aside.
+testonly="$mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest"
+while read -r pkg deps; do
+	[[ " $testonly " == *" $pkg "* ]] && continue
+	for d in $deps; do
+		if [[ " $testonly " == *" $d "* ]]; then
+			echo "importcheck: $pkg must not import $d (test-only)" >&2
+			fail=1
+		fi
+	done
+done < <(go list -f '{{.ImportPath}} {{join .Deps " "}}' ./...)
 exit $fail

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -16,30 +15,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/internal/testkit"
 )
-
-// syncBuffer is an io.Writer the program's goroutines and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // configTestdata holds the config package's test documents; the program's
 // tests start serve with some of them.
@@ -85,7 +66,7 @@ func writeFile(t *testing.T, name string, data []byte) string {
 
 type testMain struct {
 	*Main
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer // the program's goroutines and the test share them
 }
 
 // newTestMain returns the real program with its own environment and output;
@@ -93,7 +74,7 @@ type testMain struct {
 func newTestMain(t *testing.T, env map[string]string) *testMain {
 	t.Helper()
 	m := NewMain()
-	tm := &testMain{Main: m, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	tm := &testMain{Main: m, stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}}
 	// Never the machine's NATS port: an embedded server on a random one.
 	withNATS := map[string]string{"RECONCILER_NATS_LISTEN": "127.0.0.1:0"}
 	for k, v := range env {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package httpload
+package main
 
 import (
 	"os"

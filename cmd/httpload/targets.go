@@ -1,4 +1,4 @@
-package httpload
+package main
 
 import (
 	"context"
@@ -120,7 +120,8 @@ type realOptions struct {
 	unsafeNoSync bool
 	// stripeSecret, when set, registers the webhook routes as serve does
 	// (one Stripe endpoint, webhookEndpoint, for the tenant) and the
-	// verify-only route beside them, which serve never registers.
+	// verify-only route beside them (registerVerifyOnly), which serve never
+	// has.
 	stripeSecret string
 	// deferRelay leaves the relay stopped until startRelay, so setup writes
 	// can be cleared from the outbox before it runs.
@@ -195,17 +196,20 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	if o.stripeSecret != "" {
 		// As serve wires it: the same echo, the store as Ingester, the API's
 		// kind of logger.
-		wh, err := webhooks.New(webhooks.Options{
+		wo := webhooks.Options{
 			Store:  r.store,
 			Stripe: []webhooks.StripeEndpoint{{Name: webhookEndpoint, Tenant: tenant, Secrets: []string{o.stripeSecret}}},
 			Logger: apiLogger,
 			Now:    o.now,
-		})
+		}
+		wh, err := webhooks.New(wo)
 		if err != nil {
 			return nil, fmt.Errorf("webhooks: %w", err)
 		}
 		wh.Register(srv.Echo())
-		wh.RegisterStripeVerifyOnly(srv.Echo())
+		if err := registerVerifyOnly(srv.Echo(), wo); err != nil {
+			return nil, err
+		}
 	}
 	if r.http, err = serve(srv.Handler(), log); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package httpload
+package main
 
 import (
 	"bytes"
@@ -519,13 +519,13 @@ func TestVerifyOnlyRoute(t *testing.T) {
 		want     int
 		result   string // the ack's result when want is 200
 	}{
-		{name: "good delivery", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now, want: http.StatusOK, result: "verified"},
-		{name: "bare path, the only endpoint", path: webhooks.VerifyOnlyRoute, secret: "whsec_route", signedAt: now, want: http.StatusOK, result: "verified"},
-		{name: "bad signature", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_wrong", signedAt: now, want: http.StatusBadRequest},
-		{name: "stale", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now.Add(-time.Hour), want: http.StatusBadRequest},
-		{name: "unparsable body", path: webhooks.VerifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now,
+		{name: "good delivery", path: verifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now, want: http.StatusOK, result: "verified"},
+		{name: "bare path, the only endpoint", path: verifyOnlyRoute, secret: "whsec_route", signedAt: now, want: http.StatusOK, result: "verified"},
+		{name: "bad signature", path: verifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_wrong", signedAt: now, want: http.StatusBadRequest},
+		{name: "stale", path: verifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now.Add(-time.Hour), want: http.StatusBadRequest},
+		{name: "unparsable body", path: verifyOnlyRoute + "/" + webhookEndpoint, secret: "whsec_route", signedAt: now,
 			body: func([]byte) []byte { return []byte("not json") }, want: http.StatusBadRequest},
-		{name: "unknown endpoint", path: webhooks.VerifyOnlyRoute + "/nope", secret: "whsec_route", signedAt: now, want: http.StatusNotFound},
+		{name: "unknown endpoint", path: verifyOnlyRoute + "/nope", secret: "whsec_route", signedAt: now, want: http.StatusNotFound},
 		{name: "durable route, bad signature", path: "/webhooks/stripe/" + webhookEndpoint, secret: "whsec_wrong", signedAt: now, want: http.StatusBadRequest},
 	}
 	for i, tt := range tests {
@@ -568,19 +568,22 @@ func TestVerifyOnlyRoute(t *testing.T) {
 		e := echo.New()
 		h.Register(e)
 		for _, r := range e.Routes() {
-			if strings.HasPrefix(r.Path, webhooks.VerifyOnlyRoute) {
+			if strings.HasPrefix(r.Path, verifyOnlyRoute) {
 				t.Errorf("Register added %s %s", r.Method, r.Path)
 			}
 		}
-		h.RegisterStripeVerifyOnly(e)
+		if err := registerVerifyOnly(e, webhooks.Options{
+			Stripe: []webhooks.StripeEndpoint{{Name: "x", Tenant: tenant, Secrets: []string{"whsec_x"}}}}); err != nil {
+			t.Fatal(err)
+		}
 		n := 0
 		for _, r := range e.Routes() {
-			if strings.HasPrefix(r.Path, webhooks.VerifyOnlyRoute) {
+			if strings.HasPrefix(r.Path, verifyOnlyRoute) {
 				n++
 			}
 		}
 		if n != 2 {
-			t.Errorf("RegisterStripeVerifyOnly added %d routes, want 2", n)
+			t.Errorf("registerVerifyOnly added %d routes, want 2", n)
 		}
 	})
 }

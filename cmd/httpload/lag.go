@@ -1,4 +1,4 @@
-package httpload
+package main
 
 import (
 	"context"

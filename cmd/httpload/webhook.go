@@ -1,4 +1,4 @@
-package httpload
+package main
 
 import (
 	"bytes"
@@ -17,13 +17,12 @@ import (
 	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
-	"github.com/agentledger/reconciler/webhooks"
 )
 
 // Webhook-mode targets, both routes of the one real server.
 const (
 	// TargetVerifyOnly is POST /webhooks/stripe-verify-only/{endpoint}: the
-	// Stripe route up to the match, then 200 without the store.
+	// Stripe handler over a store that keeps nothing (registerVerifyOnly).
 	TargetVerifyOnly = "webhook_verify_only"
 	// TargetDurable is POST /webhooks/stripe/{endpoint}: verify, then the
 	// store's Ingest (inbox + match + flip + outbox in one group commit).
@@ -223,11 +222,11 @@ func (wl *webhookLoad) sendDurable(ctx context.Context, w *worker, _ string, _ i
 
 func (wl *webhookLoad) sendVerify(ctx context.Context, w *worker, _ string, _ int) error {
 	var ack webhookAck
-	if err := w.post(ctx, webhooks.VerifyOnlyRoute+"/"+webhookEndpoint, w.buf.Bytes(), http.StatusOK, &ack); err != nil {
+	if err := w.post(ctx, verifyOnlyRoute+"/"+webhookEndpoint, w.buf.Bytes(), http.StatusOK, &ack); err != nil {
 		return err
 	}
-	if ack.Result != "verified" {
-		return fmt.Errorf("verify-only webhook: result %q, want %q", ack.Result, "verified")
+	if ack.Result != verifiedResult {
+		return fmt.Errorf("verify-only webhook: result %q, want %q", ack.Result, verifiedResult)
 	}
 	return nil
 }

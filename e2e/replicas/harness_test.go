@@ -1,4 +1,4 @@
-package replicatest
+package replicas
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
 )
 
 const (

@@ -2,8 +2,10 @@
 // on the server named by RECONCILER_TEST_POSTGRES_URL, and skips them with
 // a message saying how to run them when it is unset.
 //
-// Imports: the standard library and pgx. For tests only; it holds no
-// goroutines, and its functions are safe for concurrent use.
+// Imports: the standard library, pgx and ledger/postgres (Stores). Only
+// _test.go files import it (scripts/importcheck.sh fails any other build
+// that does); it holds no goroutines, and its functions are safe for
+// concurrent use.
 package pgtest
 
 import (

@@ -1,4 +1,4 @@
-package replicatest
+package replicas
 
 import (
 	"context"
@@ -15,17 +15,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/postgres"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
 )
 
 // Replica benchmarks (issue 7 item 4). Run them in one go with
 // scripts/bench-replicas.sh, or:
 //
 //	RECONCILER_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
-//	  go test -run '^$' -bench . -benchtime 3000x ./replicatest/
+//	  go test -run '^$' -bench . -benchtime 3000x ./e2e/replicas/
 
 // benchCallers is the number of concurrent callers (agent runtimes).
 const benchCallers = 64

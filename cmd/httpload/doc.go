@@ -1,7 +1,13 @@
-// Package httpload is the HTTP load program behind `make bench-http`
-// (cmd/httpload): in one process it starts two targets on loopback and
-// drives each with the same number of keep-alive HTTP/1.1 connections for
-// the same time, then compares them.
+// Command httpload is the HTTP load program behind `make bench-http`
+// (scripts/bench-http.sh): in one process it starts two targets on loopback
+// and drives each with the same number of keep-alive HTTP/1.1 connections
+// for the same time, then compares them.
+//
+//	go run ./cmd/httpload [-mode claim|webhook] [-duration 10s] [-conns 64] [-rounds 1] [-json] [-cpuprofile cpu.out]
+//
+// It exits 1 when a target cannot start, any request failed, or an event is
+// missing after the drain; 2 on bad flags. main.go reads the flags into a
+// Config; Run does the rest.
 //
 //   - bare: an echo v4 server whose POST /v1/claims reads the body and
 //     answers 201 with a small JSON body, touching no store. It is the
@@ -30,9 +36,11 @@
 // Webhook mode (Config.Mode = ModeWebhook, webhook.go) measures durable
 // Stripe ingest instead. The real target then also carries the webhook
 // routes as serve wires them (webhooks.New over the store, one Stripe
-// endpoint for the tenant) plus webhooks' verify-only route, which serve
-// never registers: the same handler code up to and including the match,
-// then 200 without the store. Before the load, Config.WebhookRows rows are
+// endpoint for the tenant) plus the verify-only route, which serve never
+// has: a second webhooks.New over the same endpoint whose Ingester stores
+// nothing (noIngest), mounted under /webhooks/stripe-verify-only, so a
+// delivery runs the whole handler, store call included, and only the
+// store's work is missing. Before the load, Config.WebhookRows rows are
 // claimed and reported timeout (unknown) straight through the store from
 // 256 goroutines, their setup events are cleared from the outbox, and only
 // then does the relay start. Both targets send
@@ -52,11 +60,12 @@
 //
 // Imports: api, events, events/natsserver, ledger, ledger/bolt, webhooks
 // (and through it matcher), fixtures, echo, nats.go (jetstream),
-// golang.org/x/time/rate and the standard library. Only cmd/httpload imports it.
+// golang.org/x/time/rate and the standard library. It is a bench tool: no
+// product package imports anything of it.
 //
 // Concurrency: Run owns every goroutine it starts (HTTP servers, the relay,
 // the event observer, the load workers, webhook mode's setup claimers) and stops them all before it
 // returns, whether it succeeds, fails or ctx ends. Requests stop being sent
 // at the end of each phase's duration; a request in flight then is bounded
 // by Config.RequestTimeout. Time comes from Config.Now.
-package httpload
+package main

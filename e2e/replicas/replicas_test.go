@@ -1,4 +1,4 @@
-package replicatest
+package replicas
 
 import (
 	"context"
@@ -17,8 +17,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/fixtures"
+	"github.com/agentledger/reconciler/internal/fakestripe"
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
 )
 
 // keyPlan is what the load program did to one key and what it was told.
@@ -53,9 +54,9 @@ func TestThreeReplicasKillOne(t *testing.T) {
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	stream, prefix := "RT_"+strings.ToUpper(run), "rt"+run
 	js := natsJS(t, stream)
-	stripe := newFakeStripe(t)
+	stripe := fakestripe.New(t, fakestripe.Options{})
 
-	c := newCluster(t, bin, dbURL, stream, prefix, stripe.srv.URL, 3)
+	c := newCluster(t, bin, dbURL, stream, prefix, stripe.URL(), 3)
 	for i := range 3 {
 		c.start(i)
 	}
@@ -74,7 +75,7 @@ func TestThreeReplicasKillOne(t *testing.T) {
 		for range 12 {
 			wg.Go(func() {
 				for p := range next {
-					if err := drivePlan(ctx, cl, run, p); err != nil {
+					if err := drivePlan(ctx, cl, stripe, run, p); err != nil {
 						t.Errorf("key %d: %v", p.i, err)
 					}
 					progressed.Add(1)
@@ -182,7 +183,7 @@ func TestThreeReplicasKillOne(t *testing.T) {
 	t.Run("no row worked by two live resolvers", func(t *testing.T) {
 		const killed = "r1_g1"
 		looked, byKilled := 0, 0
-		for local, callers := range stripe.lookupsOf() {
+		for local, callers := range lookupsOf(stripe) {
 			looked++
 			seen := map[string]bool{}
 			for j, who := range callers {
@@ -205,9 +206,10 @@ func TestThreeReplicasKillOne(t *testing.T) {
 	t.Logf("test body took %s", time.Since(start).Round(time.Millisecond))
 }
 
-// drivePlan claims one key, reports a timeout and/or delivers its signed
-// webhook twice (two replicas, at once), through any replica that answers.
-func drivePlan(ctx context.Context, cl *client, run string, p *keyPlan) error {
+// drivePlan claims one key, charges it in the fake Stripe, reports a
+// timeout and/or delivers its signed webhook twice (two replicas, at once),
+// through any replica that answers.
+func drivePlan(ctx context.Context, cl *client, stripe *fakestripe.Stripe, run string, p *keyPlan) error {
 	body := fmt.Sprintf(`{"run_id":"run_rt_%s","tool":"stripe.payment_intents.create","tool_call_id":"call_%d",
 		"vendor":"stripe","tool_class":"write_idempotent","intent":{"amount":1050,"currency":"usd","customer":"cus_%d"}}`, run, p.i, p.i)
 	code, b, err := cl.api(ctx, p.i%3, http.MethodPost, "/v1/claims", body)
@@ -224,6 +226,7 @@ func drivePlan(ctx context.Context, cl *client, run string, p *keyPlan) error {
 		return err
 	}
 	p.key, p.localID = row.Key, row.MetadataLocalID
+	charge(stripe, p.localID)
 	if p.outcome {
 		code, b, err := cl.api(ctx, (p.i+1)%3, http.MethodPost, "/v1/claims/"+p.key+"/outcome", `{"kind":"timeout"}`)
 		if err != nil || code != http.StatusOK {
