@@ -7,7 +7,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 2s
 PKGS      := ./...
 
-.PHONY: run test lint vet fmt importcheck bench bench-http fuzz build docker clean
+.PHONY: run test lint vet fmt importcheck staticcheck tidy bench bench-http fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -20,7 +20,7 @@ test: ## every test, with the race detector (when cgo is available), shuffled; f
 	@if [ -z "$(RACE)" ]; then echo "make test: cgo is off (no C compiler?): running without -race; install gcc for the race detector" >&2; fi
 	$(GO) test $(RACE) -count=1 -shuffle=on -timeout 20m $(PKGS)
 
-lint: vet fmt importcheck
+lint: vet fmt importcheck staticcheck tidy
 
 vet:
 	$(GO) vet $(PKGS)
@@ -28,6 +28,12 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+
+staticcheck: ## staticcheck's default checks (a tool directive in go.mod: nothing to install)
+	$(GO) tool staticcheck $(PKGS)
+
+tidy: ## go.mod and go.sum say exactly what the code imports
+	$(GO) mod tidy -diff
 
 importcheck: ## ledger imports only the standard library; adapters never import each other
 	./scripts/importcheck.sh

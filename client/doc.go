@@ -3,7 +3,7 @@
 // the harness and the HTTP client is still one side effect.
 //
 //   - New, Claim, ReportOutcome, Get, List, Compensate and Resolve mirror the
-//     claim API (ARCHITECTURE.md §5); every API error is an *Error that
+//     claim API (docs/architecture.md §5); every API error is an *Error that
 //     matches a sentinel with errors.Is (ErrNotFound, ErrFingerprintMismatch,
 //     ErrUnavailable, …). With an admin token, WithTenant names the tenant
 //     read; GetJSON, ListJSON and ResolveJSON hand back rows as the server

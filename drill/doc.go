@@ -1,5 +1,5 @@
 // Package drill runs the duplicate-delivery drills a payments team runs
-// before it lets an agent write on its own (ARCHITECTURE.md §10, issue 6):
+// before it lets an agent write on its own (docs/architecture.md §10, issue 6):
 // each drill breaks one thing the way production breaks it and counts the
 // side effects the vendor really made.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the import graph of ARCHITECTURE.md §3: dependencies point inward.
+# Checks the import graph of docs/architecture.md §3: dependencies point inward.
 # ledger imports only the standard library; every other package may import
 # only the project packages listed for it (third-party modules are free,
 # except the service's own, which the client SDK must not drag into an

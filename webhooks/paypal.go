@@ -99,7 +99,7 @@ const (
 	maxPayPalCertURLLen     = 1024
 )
 
-// PayPalEndpoint is one configured PayPal webhook endpoint (ARCHITECTURE.md §9).
+// PayPalEndpoint is one configured PayPal webhook endpoint (docs/architecture.md §9).
 type PayPalEndpoint struct {
 	Name, Tenant string
 	// WebhookID is our subscription's id in PayPal (WH-…): part of the signed

@@ -13,7 +13,7 @@ import (
 	"github.com/agentledger/reconciler/resolver"
 )
 
-// Config is every setting of ARCHITECTURE.md §9: the top-level settings that
+// Config is every setting of docs/architecture.md §9: the top-level settings that
 // also have a flag and an environment variable, and the config file's tenants,
 // tokens, webhook endpoints, paging and event-type tables.
 //

@@ -780,3 +780,24 @@ func ExampleParse() {
 	// reconciler.yaml:3: tenants[0].tokens[0]: ${ACME_TOKEN} is not set in the environment
 	// reconciler.yaml:5: resolver.interval: invalid duration "soon": want a Go duration such as 90s or 15m
 }
+
+// TestArchitectureExampleParses keeps the configuration example of
+// docs/architecture.md §9 valid: every key it shows must exist, and every
+// value must pass validation.
+func TestArchitectureExampleParses(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "<!-- config-example:begin -->\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/architecture.md has no config example block")
+	}
+	block, _, ok = strings.Cut(block, "```\n<!-- config-example:end -->")
+	if !ok {
+		t.Fatal("the config example block of docs/architecture.md is not closed")
+	}
+	if _, err := Parse("docs/architecture.md", []byte(block), mapEnv(fullEnv)); err != nil {
+		t.Fatalf("the example of docs/architecture.md §9 does not parse: %v", err)
+	}
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // Setting is one value that has all three forms: a flag, an environment
-// variable and a config-file key (ARCHITECTURE §9). The names derive from the
+// variable and a config-file key (docs/architecture.md §9). The names derive from the
 // key: resolver.pending_ttl → --resolver-pending-ttl / RECONCILER_RESOLVER_PENDING_TTL.
 type Setting struct {
 	// Key is the config-file key, dotted for nested ones (resolver.grace).
