@@ -67,6 +67,7 @@ never events "${service_only[@]}"
 only ledger                       # the standard library only
 only paging                       # the standard library only
 only fixtures                     # the standard library only
+only scripts/vulncheck "gopkg.in/yaml.v3*"
 only internal/paypaloauth "golang.org/x/sync*"
 only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
 
