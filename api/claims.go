@@ -105,6 +105,7 @@ func (s *Server) claim(c echo.Context) error {
 		return err
 	}
 	if res.Decision == ledger.DecisionWait && wait > 0 {
+		s.extendForWait(c, wait)
 		if res, err = s.awaitRow(ctx, cl, res, wait); err != nil {
 			return err
 		}

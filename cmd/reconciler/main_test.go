@@ -555,6 +555,36 @@ func TestClose(t *testing.T) {
 	})
 }
 
+// TestHTTPHeaderLimit: headers past httpMaxHeaderBytes are refused with
+// 431 before any handler runs; headers within it are served.
+func TestHTTPHeaderLimit(t *testing.T) {
+	m := startMain(t, e2eEnv, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	for _, tc := range []struct {
+		name string
+		pad  int
+		want int
+	}{
+		{"within the limit", httpMaxHeaderBytes / 2, http.StatusOK},
+		{"past the limit", 2 * httpMaxHeaderBytes, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, "http://"+m.HTTPAddr()+"/healthz", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Pad", strings.Repeat("a", tc.pad))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET /healthz with %d bytes of headers = %d, want %d", tc.pad, resp.StatusCode, tc.want)
+			}
+		})
+	}
+}
+
 func TestRunPortTaken(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
