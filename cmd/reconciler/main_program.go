@@ -312,6 +312,8 @@ func (m *Main) usage(w io.Writer) {
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API
+  reconciler nats-creds --tenant T|--service
+                                           make a NATS credential for the event bus and print its permissions
 
 `)
 	_ = config.WriteHelp(w)
