@@ -6,8 +6,9 @@ export GOTOOLCHAIN := go1.27.3
 FUZZTIME  ?= 20s
 BENCHTIME ?= 2s
 PKGS      := ./...
+PYTHON    ?= python3
 
-.PHONY: run test lint vet fmt importcheck staticcheck tidy vuln bench bench-http fuzz build docker clean
+.PHONY: run test test-python lint vet fmt importcheck staticcheck tidy vuln bench bench-http fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -19,6 +20,12 @@ RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 test: ## every test, with the race detector (when cgo is available), shuffled; fuzz seed corpora run too
 	@if [ -z "$(RACE)" ]; then echo "make test: cgo is off (no C compiler?): running without -race; install gcc for the race detector" >&2; fi
 	$(GO) test $(RACE) -count=1 -shuffle=on -timeout 20m $(PKGS)
+	@$(MAKE) --no-print-directory test-python
+
+test-python: ## the Python client's tests (clients/python) against a freshly built binary
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) build -o "$$tmp/reconciler" ./cmd/reconciler && \
+	RECONCILER_BIN="$$tmp/reconciler" $(PYTHON) -m unittest discover -s clients/python/tests -t clients/python
 
 lint: vet fmt importcheck staticcheck tidy
 
