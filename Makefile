@@ -7,7 +7,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 2s
 PKGS      := ./...
 
-.PHONY: run test lint vet fmt importcheck bench bench-http fuzz build docker clean
+.PHONY: run test test-typescript lint vet fmt importcheck bench bench-http fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -19,6 +19,15 @@ RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 test: ## every test, with the race detector (when cgo is available), shuffled; fuzz seed corpora run too
 	@if [ -z "$(RACE)" ]; then echo "make test: cgo is off (no C compiler?): running without -race; install gcc for the race detector" >&2; fi
 	$(GO) test $(RACE) -count=1 -shuffle=on -timeout 20m $(PKGS)
+	$(MAKE) test-typescript
+
+# The TypeScript client (Node >= 18 and npm) against the real binary, built
+# once here; npm ci installs its pinned dev dependencies from the registry.
+test-typescript: ## the tests of clients/typescript (@reconciler/client)
+	@command -v npm >/dev/null || { echo "make test-typescript: needs Node.js >= 18 and npm" >&2; exit 1; }
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) build -o "$$dir/reconciler" ./cmd/reconciler; \
+	cd clients/typescript && npm ci --no-audit --no-fund && RECONCILER_BIN="$$dir/reconciler" npm test
 
 lint: vet fmt importcheck
 
