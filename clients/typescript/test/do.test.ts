@@ -341,7 +341,7 @@ describe("do() on escalation (a resolver that pages within seconds)", { skip: SK
   });
 });
 
-describe("do() with a server that answers what this client does not know", () => {
+describe("do() against a fake API: what the real one does not answer", () => {
   test("an unknown decision is an UnknownDecisionError and nothing is called", async () => {
     const row = { tenant: "t", key: "k".repeat(64), metadata_local_id: "rl_1", status: "pending", attempt: 1 };
     const api = await serve(() => json(200, { decision: "await_approval", row }));
@@ -363,6 +363,26 @@ describe("do() with a server that answers what this client does not know", () =>
     try {
       const c = new Client({ baseUrl: api.url, token: "tok" });
       await assert.rejects(c.do(chargeClaim(), () => assert.fail("called")), InvalidResponseError);
+    } finally {
+      await api.close();
+    }
+  });
+
+  test("long polls that come back at once are paced by pollIntervalMs, and failed polls do not end the wait", async () => {
+    // A server shutting down answers every ?wait= at once; a proxy in front
+    // of it fails some polls. Neither may make do() spin or give up.
+    const row = { tenant: "t", key: "k".repeat(64), metadata_local_id: "rl_1", status: "pending", attempt: 1 };
+    let n = 0;
+    const api = await serve(() => (++n % 3 === 0 ? { status: 502, body: "bad gateway" } : json(409, { decision: "wait", row })));
+    try {
+      const c = new Client({ baseUrl: api.url, token: "tok", pollIntervalMs: 100, retries: 0 });
+      const ctl = new AbortController();
+      setTimeout(() => ctl.abort(), 650);
+      const err = await c.do(chargeClaim(), () => assert.fail("called"), { signal: ctl.signal }).catch((e: unknown) => e);
+      assert.ok(err instanceof UnsettledError && !(err instanceof EscalatedError), String(err));
+      assert.equal(err.status, "pending");
+      // One claim, then one long poll per 100 ms pause: about 7, never hundreds.
+      assert.ok(api.requests.length >= 4 && api.requests.length <= 9, `${api.requests.length} requests in 650 ms`);
     } finally {
       await api.close();
     }
