@@ -17,7 +17,11 @@ if (!env.RECONCILER_BIN) {
   console.error(`npm test: go build -o ${bin} ./cmd/reconciler`);
   const r = spawnSync("go", ["build", "-o", bin, "./cmd/reconciler"], { cwd: repo, stdio: "inherit" });
   if (r.status === 0) env.RECONCILER_BIN = bin;
-  else console.error("npm test: could not build the reconciler binary (is Go installed?): the tests against it skip");
+  else {
+    console.error(
+      "npm test: go build failed (see above; the Makefile sets GOTOOLCHAIN=go1.27.3, `make test-typescript` builds the binary): the tests against the binary skip",
+    );
+  }
 }
 const dir = join(pkg, "build", "test");
 const files = readdirSync(dir).filter((f) => f.endsWith(".test.js")).sort().map((f) => join(dir, f));
