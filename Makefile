@@ -8,7 +8,7 @@ BENCHTIME ?= 2s
 PKGS      := ./...
 PYTHON    ?= python3
 
-.PHONY: run test test-python lint vet fmt importcheck staticcheck tidy vuln bench bench-http fuzz build docker clean
+.PHONY: run test test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -20,12 +20,27 @@ RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 test: ## every test, with the race detector (when cgo is available), shuffled; fuzz seed corpora run too
 	@if [ -z "$(RACE)" ]; then echo "make test: cgo is off (no C compiler?): running without -race; install gcc for the race detector" >&2; fi
 	$(GO) test $(RACE) -count=1 -shuffle=on -timeout 20m $(PKGS)
-	@$(MAKE) --no-print-directory test-python
+	@$(MAKE) --no-print-directory test-clients
 
-test-python: ## the Python client's tests (clients/python) against a freshly built binary
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(GO) build -o "$$tmp/reconciler" ./cmd/reconciler && \
-	RECONCILER_BIN="$$tmp/reconciler" $(PYTHON) -m unittest discover -s clients/python/tests -t clients/python
+# The clients' tests run against the real binary, built once for both here;
+# either target alone builds its own unless RECONCILER_BIN names one.
+test-clients: ## the Python and TypeScript clients' tests against one freshly built binary
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) build -o "$$dir/reconciler" ./cmd/reconciler; \
+	$(MAKE) --no-print-directory test-python test-typescript RECONCILER_BIN="$$dir/reconciler"
+
+BUILD_TEST_BIN = bin="$(RECONCILER_BIN)"; if [ -z "$$bin" ]; then dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	bin="$$dir/reconciler"; $(GO) build -o "$$bin" ./cmd/reconciler; fi
+
+test-python: ## the Python client's tests (clients/python, python3 -m unittest)
+	@set -e; $(BUILD_TEST_BIN); \
+	RECONCILER_BIN="$$bin" $(PYTHON) -m unittest discover -s clients/python/tests -t clients/python
+
+# npm ci installs the TypeScript client's pinned dev dependencies from the registry.
+test-typescript: ## the TypeScript client's tests (clients/typescript, Node >= 18 and npm)
+	@command -v npm >/dev/null || { echo "make test-typescript: needs Node.js >= 18 and npm" >&2; exit 1; }
+	@set -e; $(BUILD_TEST_BIN); \
+	cd clients/typescript && npm ci --no-audit --no-fund && RECONCILER_BIN="$$bin" npm test
 
 lint: vet fmt importcheck staticcheck tidy
 

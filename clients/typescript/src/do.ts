@@ -1,0 +1,220 @@
+// do(): one tool call under the ledger (the Go SDK's client/do.go, without
+// the NATS wait: long polls only). Each claim decision has one handler in
+// `decisions`; a decision the API grows (api/openapi.yaml, then npm run gen)
+// is a type error there until it has one, and a decision a newer server
+// sends that this build does not know is an UnknownDecisionError.
+import type { Client, Settings } from "./client.js";
+import {
+  ApiError,
+  EscalatedError,
+  InvalidResponseError,
+  ReportFailedError,
+  StoppedError,
+  UnknownDecisionError,
+  UnsettledError,
+} from "./errors.js";
+import { type CallResult, classify } from "./result.js";
+import { deadline, sleep } from "./signal.js";
+import type { ClaimRequest, ClaimResponse, Decision, OutcomeKind, Row } from "./types.js";
+
+/** CallContext is what one vendor call gets from do(). */
+export interface CallContext {
+  /** key is the ledger key: send it as the vendor's idempotency key (Idempotency-Key, PayPal-Request-Id…). */
+  readonly key: string;
+  /** localId goes into the vendor's metadata (metadata[metadata_local_id] for Stripe, custom_id for PayPal). */
+  readonly localId: string;
+  /** signal aborts with the caller's signal or when callTimeoutMs runs out; pass it to fetch. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * CallFunc makes the vendor call for one attempt. It returns the vendor's
+ * answer — any answer, a refusal included (resultFromResponse) — and throws
+ * only when no answer arrived (a timeout, a broken connection): do()
+ * reports that as timeout or network_error.
+ */
+export type CallFunc = (call: CallContext) => Promise<CallResult> | CallResult;
+
+/** DoOptions are the per-call options of do(). */
+export interface DoOptions {
+  /**
+   * signal ends a wait (UnsettledError) and is passed to the vendor call. The
+   * outcome report of a call already made still goes out, under its own
+   * deadline (reportTimeoutMs).
+   */
+  signal?: AbortSignal;
+}
+
+/** Outcome is how do() ended when the side effect happened. */
+export interface Outcome {
+  /** decision is the claim decision do() acted on last (proceed, retry_same_key or replay). */
+  decision: Decision;
+  key: string;
+  localId: string;
+  /** row is the row as do() last saw it: after the report, or as replayed. */
+  row: Row | null;
+  /** called is true when do() called the vendor; result is then its answer. */
+  called: boolean;
+  result: CallResult;
+  /** kind is the outcome kind reported for the call. */
+  kind?: OutcomeKind;
+  /** replayed is true when the receipt came from the ledger without a call. */
+  replayed: boolean;
+  /** waited is true when the key was in flight elsewhere and do() waited. */
+  waited: boolean;
+  /** receiptId is the vendor object id of the side effect, if known. */
+  receiptId?: string;
+}
+
+/** Step is what a decision's handler ends with: do() is done, or it waited and has the next answer. */
+type Step = { done: Outcome } | { next: ClaimResponse };
+
+type Handler = (run: Run, resp: ClaimResponse, out: Outcome) => Promise<Step>;
+
+/** decisions maps each claim decision to what do() does with it. */
+const decisions: { readonly [D in Decision]: Handler } = {
+  proceed: (run, resp, out) => run.attempt(needRow(resp), out),
+  retry_same_key: (run, resp, out) => run.attempt(needRow(resp), out),
+  replay: async (_run, resp, out) => {
+    const row = needRow(resp);
+    out.replayed = true;
+    out.result = {};
+    if (row.last_http_status) out.result.httpStatus = row.last_http_status;
+    if (row.upstream_receipt_id) out.result.receiptId = row.upstream_receipt_id;
+    return { done: out };
+  },
+  stop: async (_run, resp, out) => {
+    throw new StoppedError(resp.code ?? "", out.key, resp.row);
+  },
+  wait: async (run, resp) => ({ next: await run.waitSettled(needRow(resp)) }),
+};
+
+function needRow(resp: ClaimResponse): Row {
+  if (resp.row === null) throw new InvalidResponseError(resp.httpStatus, `claim: ${resp.decision} without a row`);
+  return resp.row;
+}
+
+/** Run is one do(): the claim, the call and the client it goes through. */
+export class Run {
+  constructor(
+    private readonly client: Client,
+    private readonly settings: Settings,
+    private readonly claim: ClaimRequest,
+    private readonly call: CallFunc,
+    private readonly signal: AbortSignal | undefined,
+  ) {}
+
+  async run(): Promise<Outcome> {
+    let resp = await this.client.claim(this.claim, { signal: this.signal });
+    let waited = false;
+    for (;;) {
+      const out: Outcome = {
+        decision: resp.decision,
+        key: resp.row?.key ?? "",
+        localId: resp.row?.metadata_local_id ?? "",
+        row: resp.row,
+        called: false,
+        result: {},
+        replayed: false,
+        waited,
+      };
+      const handler = Object.hasOwn(decisions, resp.decision) ? decisions[resp.decision] : undefined;
+      if (!handler) throw new UnknownDecisionError(resp.decision, out.key);
+      const step = await handler(this, resp, out);
+      if ("done" in step) {
+        const receipt = step.done.row?.upstream_receipt_id || step.done.result.receiptId;
+        if (receipt) step.done.receiptId = receipt;
+        return step.done;
+      }
+      waited = true;
+      resp = step.next;
+    }
+  }
+
+  /** attempt calls the vendor once and reports what happened. */
+  async attempt(row: Row, out: Outcome): Promise<Step> {
+    out.called = true;
+    const { result, threw, error } = await this.#call(out);
+    const rep = classify(result, threw, error);
+    rep.attempt = row.attempt;
+    out.result = result;
+    out.kind = rep.kind;
+    // The report has its own deadline, detached from the caller's signal: a
+    // call that used up the caller's time is exactly the one whose timeout
+    // must reach the ledger.
+    const dl = deadline(this.settings.reportTimeoutMs);
+    let reported: Row;
+    try {
+      reported = await this.client.report(out.key, rep, { signal: dl.signal });
+    } catch (err) {
+      throw new ReportFailedError(out.key, err, error);
+    } finally {
+      dl.done();
+    }
+    out.row = reported;
+    const cause = threw ? error : new Error(`vendor answered ${result.httpStatus ?? "nothing"}`);
+    switch (reported.status) {
+      case "succeeded":
+        return { done: out };
+      case "failed_poison":
+        throw new StoppedError("failed_poison", out.key, reported, { cause });
+    }
+    throw new UnsettledError(out.key, reported.status, { cause });
+  }
+
+  /**
+   * call runs the vendor call under callTimeoutMs and the caller's signal.
+   * It stops waiting when the signal aborts, even for a call that ignores
+   * it: what the call does after that is not known, which is a timeout.
+   */
+  async #call(out: Outcome): Promise<{ result: CallResult; threw: boolean; error: unknown }> {
+    const dl = deadline(this.settings.callTimeoutMs, this.signal);
+    try {
+      const pending = Promise.resolve().then(() => this.call({ key: out.key, localId: out.localId, signal: dl.signal }));
+      pending.catch(() => {}); // a call abandoned below may still fail later
+      const aborted = new Promise<never>((_, reject) => {
+        if (dl.signal.aborted) reject(dl.signal.reason);
+        dl.signal.addEventListener("abort", () => reject(dl.signal.reason), { once: true });
+      });
+      aborted.catch(() => {});
+      const result = await Promise.race([pending, aborted]);
+      return { result: result ?? {}, threw: false, error: undefined };
+    } catch (error) {
+      return { result: {}, threw: true, error };
+    } finally {
+      dl.done();
+    }
+  }
+
+  /**
+   * waitSettled long-polls the claim until it answers something other than
+   * wait, a human is paged for the row, or the signal aborts.
+   */
+  async waitSettled(row: Row): Promise<ClaimResponse> {
+    if (row.paged_at) throw new EscalatedError(row);
+    for (;;) {
+      const start = Date.now();
+      let resp: ClaimResponse | undefined;
+      let err: unknown;
+      try {
+        resp = await this.client.claim(this.claim, { signal: this.signal, waitMs: this.settings.waitMs });
+      } catch (e) {
+        err = e;
+      }
+      if (resp && resp.decision !== "wait") return resp;
+      if (this.signal?.aborted) throw new UnsettledError(row.key, row.status, { cause: this.signal.reason });
+      // A revoked token, a key gone: asking again cannot help.
+      if (err instanceof ApiError && !err.retryable) throw err;
+      if (resp?.row?.paged_at) throw new EscalatedError(resp.row);
+      // A long poll that waited: ask again at once.
+      if (resp && Date.now() - start >= this.settings.pollIntervalMs) continue;
+      // A failed poll (the client already retried it), or a wait answered
+      // at once (a server shutting down): pause so the loop never spins.
+      try {
+        await sleep(this.settings.pollIntervalMs, this.signal);
+      } catch {
+        throw new UnsettledError(row.key, row.status, { cause: this.signal?.reason });
+      }
+    }
+  }
+}

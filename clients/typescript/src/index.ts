@@ -1,0 +1,76 @@
+/**
+ * @reconciler/client is the TypeScript client for agent runtimes: it puts
+ * every write tool call under the reconciler ledger, so a timeout retried by
+ * the model loop, the harness and the HTTP client is still one side effect.
+ * It mirrors the Go SDK (client/ in the reconciler repository):
+ *
+ * - `new Client({baseUrl, token})` with claim, report, get, list, compensate
+ *   and resolve (admin) — the claim API's routes and bodies
+ *   (api/openapi.yaml). Every API error is an ApiError subclass per code
+ *   (NotFoundError, FingerprintMismatchError, UnavailableError, …).
+ * - `client.do(claim, call)` claims the intent's key, calls the vendor only
+ *   on proceed or retry_same_key, classifies and reports the answer
+ *   (resending a lost report with the same body), replays a stored receipt,
+ *   long-polls a key in flight elsewhere, and throws a StoppedError or an
+ *   UnsettledError when the side effect did not (or may not have) happened.
+ *   It never calls the vendor under a new key.
+ * - `scrub` and `scrubSchema` keep a model from choosing a write's identity:
+ *   they remove idempotency_key, request_id, message_id-style fields from tool
+ *   arguments and from the tool schema the model sees.
+ * - `resultFromResponse` reads a vendor's fetch Response for do();
+ *   `failureKind` tells a timeout from a network error.
+ *
+ * Imports: nothing at run time. The library uses only what Node ≥ 18, Deno,
+ * Bun, browsers and edge runtimes share (fetch, AbortController, TextDecoder,
+ * timers): no node: module, no Buffer, no process.
+ *
+ * Concurrency: a Client keeps no state between calls and may be shared; do()
+ * runs the vendor call in the caller's task and leaves no timer behind.
+ *
+ * @packageDocumentation
+ */
+export { Client, DEFAULTS, type ClaimOptions, type ClientOptions, type RequestOptions } from "./client.js";
+export type { CallContext, CallFunc, DoOptions, Outcome } from "./do.js";
+export {
+  AbortedError,
+  ApiError,
+  BodyTooLargeError,
+  CompensationFailedError,
+  CompensationPendingError,
+  EscalatedError,
+  FingerprintMismatchError,
+  ForbiddenError,
+  InternalError,
+  InvalidInputError,
+  InvalidResponseError,
+  InvalidTransitionError,
+  MethodNotAllowedError,
+  NetworkError,
+  NotFoundError,
+  ReconcilerError,
+  ReportFailedError,
+  StoppedError,
+  UnauthorizedError,
+  UnavailableError,
+  UnknownDecisionError,
+  UnsettledError,
+} from "./errors.js";
+export { RESULT_HEADERS, failureKind, resultFromResponse, type CallResult } from "./result.js";
+export { DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrubSchema } from "./scrub.js";
+export type {
+  ClaimRequest,
+  ClaimResponse,
+  Decision,
+  ErrorBody,
+  Expect,
+  ListQuery,
+  OutcomeKind,
+  OutcomeReport,
+  Page,
+  ResolveRequest,
+  Row,
+  Status,
+  ToolClass,
+  VendorRequest,
+} from "./types.js";
+export type { components, operations, paths } from "./generated/openapi.js";
