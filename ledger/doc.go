@@ -25,8 +25,9 @@
 // transaction for tests and repairs. The store writes the rest itself: the
 // reads (Get, List with EncodeListCursor and DecodeListCursor, Due,
 // PendingEvents, ListFreezes, CountRows over Statuses), AckEvents,
-// PruneInbox, Notify, PutFreeze, DeleteFreeze and Close. It passes
-// ledger/storetest.
+// PruneInbox, Notify, PutFreeze, DeleteFreeze, the registry (PutTool
+// with NextTool inside its write transaction, GetTool, DeleteTool,
+// ListTools) and Close. It passes ledger/storetest.
 //
 // Concurrency: the types are plain values; Store implementations document
 // their own guarantees (every Store must pass ledger/storetest).

@@ -18,6 +18,7 @@ type Store interface {
 	Schedule
 	Outbox
 	Freezes
+	Tools
 	Counts
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error

@@ -24,6 +24,7 @@ var (
 	bucketOrphans     = []byte("orphans")       // local id \x00 vendor \x00 event id → JSON ledger.Delivery
 	bucketMeta        = []byte("meta")          // schema_version → decimal
 	bucketFreezes     = []byte("freezes")       // tenant \x00 target → {"v":1,"freeze":{…}} (freeze.go)
+	bucketTools       = []byte("tools")         // tenant \x00 name → {"v":1,"tool":{…}} (tools.go)
 )
 
 // allBuckets is an array, so a transaction's handle cache can be sized by
@@ -32,7 +33,7 @@ var (
 var allBuckets = [...][]byte{
 	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
-	bucketFreezes,
+	bucketFreezes, bucketTools,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.

@@ -37,6 +37,7 @@ type state struct {
 	inboxOrder []inboxEntry
 	orphans    map[string][]ledger.Delivery // local id → parked deliveries, oldest first
 	freezes    map[freezeID]ledger.Freeze   // the kill switch (freeze.go); nil until the first put
+	tools      map[toolID]ledger.Tool       // the tool registry (tools.go); nil until the first put
 }
 
 var _ ledger.Store = (*Store)(nil)

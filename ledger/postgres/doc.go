@@ -27,6 +27,9 @@
 //	inbox    (vendor, event_id) PK, first_seen, result; index first_seen.
 //	orphans  (local_id, vendor, event_id) PK, at, delivery jsonb, parked
 //	         bigserial (oldest first: at, then parking order).
+//	freezes  (tenant, target) PK, actor, note, at: the kill switch.
+//	tools    (tenant, name) PK, version, doc jsonb {"v":1,"tool":…}: the
+//	         tool registry.
 //
 // Timestamps are timestamptz (microseconds); the row document keeps every
 // time exactly, the columns hold them truncated to the microsecond.

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"List", testList},
 		{"Outbox", testOutbox},
 		{"Freezes", testFreezes},
+		{"Tools", testTools},
 		{"CountRows", testCountRows},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},
