@@ -99,6 +99,9 @@ func (s *Server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, _, err := s.checkRegistry(tenant, b.Tool, b.Vendor, b.ToolClass); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	res, err := s.store.Claim(ctx, cl)
 	if err != nil {

@@ -41,10 +41,14 @@ func classify(err error) (status int, code, msg string, internal bool) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Code, ae.Message, false
+	case errors.Is(err, ledger.ErrToolNotFound):
+		return http.StatusNotFound, apierror.CodeNotFound, "no such tool", false
 	case errors.Is(err, ledger.ErrNotFound):
 		return http.StatusNotFound, apierror.CodeNotFound, "no such claim", false
 	case errors.Is(err, ledger.ErrFingerprintMismatch):
 		return http.StatusUnprocessableEntity, apierror.CodeFingerprintMismatch, ledger.ErrFingerprintMismatch.Error(), false
+	case errors.Is(err, ledger.ErrToolMismatch):
+		return http.StatusUnprocessableEntity, apierror.CodeToolMismatch, sentinelMessage(err, ledger.ErrToolMismatch), false
 	case errors.Is(err, ledger.ErrInvalidTransition):
 		return http.StatusConflict, apierror.CodeInvalidTransition, sentinelMessage(err, ledger.ErrInvalidTransition), false
 	case errors.Is(err, ledger.ErrCompensationPending):

@@ -68,6 +68,13 @@ type Options struct {
 	// is what claims ask instead of Frozen (set one or the other). Nil: the
 	// routes answer 501.
 	KillSwitch KillSwitch
+	// Registry is the tool registry (tools.go): the /v1/tools routes and
+	// the claims' tool_mismatch. Nil: the routes answer 501 and every tool
+	// is served as unregistered.
+	Registry Registry
+	// StrictRegistry refuses claims of unregistered tools (422
+	// unregistered_tool; config registry.strict).
+	StrictRegistry bool
 	// WakeRelay asks this process's outbox relay to publish now
 	// (events.Relay.Wake); POST /v1/admin/redrive calls it. Nil: no relay
 	// runs here, and the redrive says so.
@@ -98,6 +105,8 @@ type Server struct {
 	replayWindow func(vendor string, req *ledger.Request) time.Duration
 	frozen       func(tenant, tool string, class ledger.ToolClass) bool
 	kill         KillSwitch
+	registry     Registry
+	strict       bool
 	wakeRelay    func()
 	tenants      map[string]bool // tenants with a token (freeze.go)
 	ready        []ReadyCheck
@@ -142,9 +151,12 @@ func New(o Options) (*Server, error) {
 		store: o.Store, auth: auth, bodyLimit: o.BodyLimit, policy: o.Policy,
 		replayWindow: o.ReplayWindow, frozen: o.Frozen, ready: o.Ready,
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
-		wakeRelay: o.WakeRelay,
+		wakeRelay: o.WakeRelay, registry: o.Registry, strict: o.StrictRegistry,
 		watch:     newWatchers(),
 		stopWaits: make(chan struct{}),
+	}
+	if o.StrictRegistry && o.Registry == nil {
+		return nil, errors.New("api: options: a strict registry needs a Registry")
 	}
 	if err := s.useKillSwitch(o); err != nil {
 		return nil, fmt.Errorf("api: options: %w", err)
@@ -227,6 +239,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
 	e.POST("/v1/admin/redrive", s.redrive, adminOnly)
 	s.freezeRoutes(e, adminOnly)
+	s.toolRoutes(e, tenantOnly, anyRole)
 	return e
 }
 

@@ -49,4 +49,7 @@ const (
 	CodeMethodNotAllowed    = "method_not_allowed"   // 405
 	CodeUnavailable         = "unavailable"          // 503: retry later
 	CodeInternal            = "internal"             // 500
+	CodeNotImplemented      = "not_implemented"      // 501: the server runs without the feature
+	CodeToolMismatch        = "tool_mismatch"        // 422: the claim names a registered tool with another vendor or class
+	CodeUnregisteredTool    = "unregistered_tool"    // 422: registry.strict and the tool is not registered
 )

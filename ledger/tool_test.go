@@ -79,7 +79,9 @@ func TestToolValidateShapes(t *testing.T) {
 		func(x *ledger.Tool) { x.KeyPlacement = ledger.KeyPlacement{BodyField: "idempotency_key"} },
 		func(x *ledger.Tool) { x.KeyPlacement = ledger.KeyPlacement{ExternalIDField: "client_ref"} },
 		func(x *ledger.Tool) { x.KeyPlacement = ledger.KeyPlacement{Argument: "idempotency_key"} },
-		func(x *ledger.Tool) { x.Class, x.KeyPlacement = ledger.ClassWriteLedger, ledger.KeyPlacement{None: true} },
+		func(x *ledger.Tool) {
+			x.Class, x.KeyPlacement = ledger.ClassWriteLedger, ledger.KeyPlacement{None: true}
+		},
 		func(x *ledger.Tool) { x.Autonomy = ledger.AutonomyOutbox }, // a dotted name is a valid subject
 		func(x *ledger.Tool) { x.Checklist = ledger.Checklist{} },   // nothing checked, nobody named
 		func(x *ledger.Tool) { x.Policy = `intent.amount <= 50000` },

@@ -25,6 +25,7 @@ import (
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/postgres"
 	"github.com/agentledger/reconciler/paging"
+	"github.com/agentledger/reconciler/registry"
 	"github.com/agentledger/reconciler/resolver"
 	"github.com/agentledger/reconciler/webhooks"
 )
@@ -86,6 +87,14 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	}
 	m.goUntilClose(stageResolver, "freeze-refresh", kill.Run)
 
+	// The tool registry, likewise: loaded before the API serves, refreshed
+	// every 2 s so replicas follow each other's registrations.
+	tools := registry.New(st, registry.Options{Logger: log.With("component", "registry")})
+	if err := tools.Load(ctx); err != nil {
+		return nil, fmt.Errorf("tool registry: %w", err)
+	}
+	m.goUntilClose(stageResolver, "registry-refresh", tools.Run)
+
 	if err := m.startResolver(st, js, reg, kill.Frozen); err != nil {
 		return nil, err
 	}
@@ -95,6 +104,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 
 	srv, err := api.New(api.Options{
 		KillSwitch:   kill,
+		Registry:     tools,
 		Store:        st,
 		Tokens:       cfg.TokenTenants(),
 		AdminTokens:  cfg.AdminTokens,
