@@ -173,6 +173,15 @@ func TestToolRouteErrors(t *testing.T) {
 		{name: "unknown field", method: http.MethodPut, target: toolPath(name), token: tokenAcme, body: toolWith("tenant", "globex"), status: 400, code: "bad_json"},
 		{name: "version is the store's", method: http.MethodPut, target: toolPath(name), token: tokenAcme, body: toolWith("version", 7), status: 400, code: "bad_json"},
 		{name: "no body", method: http.MethodPut, target: toolPath(name), token: tokenAcme, status: 400, code: "bad_json"},
+		{name: "a policy that does not compile", method: http.MethodPut, target: toolPath(name), token: tokenAcme,
+			body: toolWith("policy", "intent.amount <= 50000 &&\n  intent.currency = \"usd\""), status: 400, code: "invalid_input",
+			message: "invalid policy: not a boolean CEL expression over intent, tool, run_id and tenant: line 2, column 19: Syntax error: token recognition error at: '= '; line 2, column 21: Syntax error: extraneous input '\"usd\"' expecting <EOF>"},
+		{name: "a policy naming an unknown variable", method: http.MethodPut, target: toolPath(name), token: tokenAcme,
+			body: toolWith("policy", "amount < 5"), status: 400, code: "invalid_input",
+			message: "invalid policy: not a boolean CEL expression over intent, tool, run_id and tenant: line 1, column 1: undeclared reference to 'amount' (in container '')"},
+		{name: "a policy that is not a bool", method: http.MethodPut, target: toolPath(name), token: tokenAcme,
+			body: toolWith("policy", "size(tenant)"), status: 400, code: "invalid_input",
+			message: "invalid policy: not a boolean CEL expression over intent, tool, run_id and tenant: the expression is int, want a bool"},
 		{name: "get of nothing", method: http.MethodGet, target: toolPath(name), token: tokenAcme, status: 404, code: "not_found", message: "no such tool"},
 	}
 	for _, tc := range tests {

@@ -181,6 +181,10 @@ func (t Tool) Clone() Tool {
 // ErrInvalidToolEntry rejects a registry entry; its detail names the field.
 var ErrInvalidToolEntry = &InvalidError{Field: "tool"}
 
+// ErrInvalidPolicy rejects a policy that does not compile (package policy
+// details it with each problem's line and column).
+var ErrInvalidPolicy = &InvalidError{Field: "policy", Reason: "not a boolean CEL expression over intent, tool, run_id and tenant"}
+
 func invalidTool(field, format string, args ...any) *InvalidError {
 	return (&InvalidError{Field: field, of: ErrInvalidToolEntry}).With(format, args...)
 }

@@ -2,7 +2,9 @@ package registry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,5 +142,92 @@ func TestBusyLockIsUnavailable(t *testing.T) {
 	cancel()
 	if _, _, err := c.Put(ctx, entry("acme", "email.send")); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("Put with a done context: %v, want ErrUnavailable", err)
+	}
+}
+
+func checked(t ledger.Tool) ledger.Tool {
+	t.Checklist = ledger.Checklist{
+		SideEffectDocumented: true, KeyBornInRuntime: true, LedgerOrUniqueField: true,
+		TimeoutLeavesUnknown: true, ErrorClassesMapped: true, DuplicateDeliveryTest: true, CheckedBy: "alice",
+	}
+	return t
+}
+
+func TestDecide(t *testing.T) {
+	c := registry.New(newStore(t), registry.Options{})
+	put := func(tl ledger.Tool) ledger.Tool {
+		t.Helper()
+		stored, _, err := c.Put(t.Context(), tl)
+		if err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		return stored
+	}
+	capped := checked(entry("acme", "stripe.charge"))
+	capped.Policy = `intent.amount <= 50000 && intent.currency == "usd"`
+	capped = put(capped)
+	open := entry("acme", "email.send")
+	open.Policy = `false`
+	open = put(open)
+	plain := put(checked(entry("acme", "stripe.refund")))
+
+	tests := []struct {
+		name       string
+		tool       ledger.Tool
+		intent     string
+		want       ledger.Autonomy
+		wantReason string
+	}{
+		{"the policy holds", capped, `{"amount": 1050, "currency": "usd"}`, ledger.AutonomyAutonomous, ""},
+		{"the policy is false", capped, `{"amount": 90000, "currency": "usd"}`, ledger.AutonomyApproval, `policy: intent.amount <= 50000 && intent.currency == "usd"`},
+		{"the policy cannot be evaluated", capped, `{"currency": "usd"}`, ledger.AutonomyApproval, "policy could not be evaluated (fail closed): evaluate policy: no such key: amount"},
+		{"an open checklist wins before the policy runs", open, `{}`, ledger.AutonomyApproval, "checklist not complete: side_effect_documented, key_born_in_runtime, ledger_or_unique_field, timeout_leaves_unknown, error_classes_mapped, duplicate_delivery_test"},
+		{"no policy", plain, `{"amount": 1}`, ledger.AutonomyAutonomous, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := c.Decide(t.Context(), tt.tool, "run_1", json.RawMessage(tt.intent))
+			if got != tt.want || reason != tt.wantReason {
+				t.Fatalf("Decide: got %s %q, want %s %q", got, reason, tt.want, tt.wantReason)
+			}
+		})
+	}
+	t.Run("an entry the cache has not loaded is compiled on the spot", func(t *testing.T) {
+		other := capped
+		other.Version, other.Policy = 99, `intent.amount < 10`
+		if got, _ := c.Decide(t.Context(), other, "run_1", json.RawMessage(`{"amount": 50}`)); got != ledger.AutonomyApproval {
+			t.Fatalf("Decide with another version's policy: %s, want approval", got)
+		}
+	})
+	t.Run("a stored policy that does not compile fails closed", func(t *testing.T) {
+		st := newStore(t)
+		bad := checked(entry("acme", "stripe.charge"))
+		bad.Policy = `intent.amount <`
+		stored, _, err := st.PutTool(t.Context(), bad) // as another build might have
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := registry.New(st, registry.Options{})
+		if err := c.Load(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got, reason := c.Decide(t.Context(), stored, "run_1", json.RawMessage(`{"amount": 1}`))
+		if got != ledger.AutonomyApproval || !strings.HasPrefix(reason, "policy does not compile (fail closed): invalid policy:") {
+			t.Fatalf("Decide: %s %q", got, reason)
+		}
+	})
+}
+
+func TestPutRefusesAPolicyThatDoesNotCompile(t *testing.T) {
+	st := newStore(t)
+	c := registry.New(st, registry.Options{})
+	bad := entry("acme", "stripe.charge")
+	bad.Policy = "intent.amount <= 50000 &&\n  intent.curency == \"usd\" ||"
+	_, _, err := c.Put(t.Context(), bad)
+	if !errors.Is(err, ledger.ErrInvalidPolicy) || !strings.Contains(err.Error(), "line 2, column") {
+		t.Fatalf("Put: %v, want ErrInvalidPolicy naming line 2", err)
+	}
+	if got, _ := st.ListTools(t.Context(), ""); len(got) != 0 {
+		t.Fatalf("the store holds %d tools after a refused put", len(got))
 	}
 }

@@ -13,8 +13,15 @@
 // read the store, so the API lists what is stored, not what this replica
 // last loaded.
 //
-// Imports: ledger, golang.org/x/sync (the semaphore) and the standard
-// library.
+// Each entry's policy is compiled once per registry change: when Put
+// stores a new version, or when a reload finds one, and reused by every
+// claim until the next (Decide). Put refuses a policy that does not
+// compile before it reaches the store; a stored one that does not compile
+// on this build (written by another) sends every claim of its tool to
+// approval, and is logged.
+//
+// Imports: ledger, policy, golang.org/x/sync (the semaphore) and the
+// standard library.
 //
 // Concurrency: every method is safe for concurrent use. Lookup reads an
 // immutable snapshot through an atomic pointer and never blocks. Loads and

@@ -83,7 +83,8 @@ internal events/natsserver        # nats-server only: no project package
 internal events/eventsprom internal/promreg
 internal api ledger matcher resolver apierror internal/promreg
 internal freeze ledger
-internal registry ledger
+internal policy ledger
+internal registry ledger policy
 internal client ledger events apierror
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
 internal internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
