@@ -61,12 +61,16 @@ func newClaimResponse(res ledger.ClaimResult) claimResponse {
 	return out
 }
 
-// decisionStatus is the HTTP status of a decision (ARCHITECTURE.md §4):
-// 201 a new row, 409 wait, 423 a frozen tool with no row, 200 the rest.
+// decisionStatus is the HTTP status of a decision (ARCHITECTURE.md §4,
+// §11): 201 a new row that proceeds, 202 a new row waiting for a human,
+// 409 wait, 423 a frozen tool with no row, 200 the rest (a proceed after a
+// grant among them: no row is inserted).
 func decisionStatus(res ledger.ClaimResult) int {
 	switch {
-	case res.Decision == ledger.DecisionProceed:
+	case res.Decision == ledger.DecisionProceed && res.Inserted:
 		return http.StatusCreated
+	case res.Decision == ledger.DecisionAwaitApproval:
+		return http.StatusAccepted
 	case res.Decision == ledger.DecisionWait:
 		return http.StatusConflict
 	case res.Decision == ledger.DecisionStop && res.Code == ledger.CodeToolFrozen:
@@ -99,7 +103,7 @@ func (s *Server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.checkRegistry(tenant, b.Tool, b.Vendor, b.ToolClass); err != nil {
+	if cl.Gate, err = s.gate(c, b); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

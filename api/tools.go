@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -13,14 +14,18 @@ import (
 
 // Registry is the tool registry (ARCHITECTURE.md §11) as the API uses it;
 // registry.Cache implements it. Put and Delete must be durable and in
-// effect on this replica when they return; Lookup is asked on every claim,
-// so it must answer from memory. Get and List read the store.
+// effect on this replica when they return; Lookup and Decide are asked on
+// every claim, so they must answer from memory (Decide runs the tool's
+// compiled policy). Get and List read the store.
 type Registry interface {
 	Put(ctx context.Context, t ledger.Tool) (ledger.Tool, bool, error)
 	Delete(ctx context.Context, tenant, name string) error
 	Get(ctx context.Context, tenant, name string) (ledger.Tool, error)
 	List(ctx context.Context, tenant string) ([]ledger.Tool, error)
 	Lookup(tenant, name string) (ledger.Tool, bool)
+	// Decide is the autonomy of one claim of t, and why it is approval
+	// (the effective autonomy, then the policy, failing closed).
+	Decide(ctx context.Context, t ledger.Tool, runID string, intent json.RawMessage) (ledger.Autonomy, string)
 }
 
 // toolBody is the body of PUT /v1/tools/{name}: the registry file's entry
@@ -177,24 +182,27 @@ func (s *Server) deleteTool(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// checkRegistry applies the registry to a claim of tool: a registered tool
-// must be claimed with its vendor and class (422 tool_mismatch); an
-// unregistered one is served as before unless the registry is strict (422
-// unregistered_tool). It returns the entry when there is one.
-func (s *Server) checkRegistry(tenant, tool, vendor string, class ledger.ToolClass) (ledger.Tool, bool, error) {
+// gate applies the registry to a claim: a registered tool must be claimed
+// with its vendor and class (422 tool_mismatch), and its entry and policy
+// decide the claim's gate; an unregistered one is autonomous, as before,
+// unless the registry is strict (422 unregistered_tool). The gate records
+// the claiming token's fingerprint, so that token cannot approve.
+func (s *Server) gate(c echo.Context, b claimBody) (ledger.Gate, error) {
 	if s.registry == nil {
-		return ledger.Tool{}, false, nil
+		return ledger.Gate{}, nil
 	}
-	t, ok := s.registry.Lookup(tenant, tool)
+	p := principalOf(c)
+	t, ok := s.registry.Lookup(p.tenant, b.Tool)
 	if !ok {
 		if s.strict {
-			return ledger.Tool{}, false, newError(http.StatusUnprocessableEntity, apierror.CodeUnregisteredTool,
-				"tool "+quoteField(tool)+" is not registered, and this server serves registered tools only")
+			return ledger.Gate{}, newError(http.StatusUnprocessableEntity, apierror.CodeUnregisteredTool,
+				"tool "+quoteField(b.Tool)+" is not registered, and this server serves registered tools only")
 		}
-		return ledger.Tool{}, false, nil
+		return ledger.Gate{}, nil
 	}
-	if err := t.Check(vendor, class); err != nil {
-		return ledger.Tool{}, false, err
+	if err := t.Check(b.Vendor, b.ToolClass); err != nil {
+		return ledger.Gate{}, err
 	}
-	return t, true, nil
+	autonomy, reason := s.registry.Decide(c.Request().Context(), t, b.RunID, b.Intent)
+	return ledger.Gate{Autonomy: autonomy, Reason: reason, ApprovalTTL: s.approvalTTL, RequestedBy: p.fp}, nil
 }

@@ -52,4 +52,6 @@ const (
 	CodeNotImplemented      = "not_implemented"      // 501: the server runs without the feature
 	CodeToolMismatch        = "tool_mismatch"        // 422: the claim names a registered tool with another vendor or class
 	CodeUnregisteredTool    = "unregistered_tool"    // 422: registry.strict and the tool is not registered
+	CodeApprovalDecided     = "approval_decided"     // 409: the approval was granted, denied or expired before
+	CodeApprovalExpired     = "approval_expired"     // 409: the approval request's time ran out
 )

@@ -5,10 +5,14 @@
 //     storage, a 1 h duplicates window (never longer than MaxAge).
 //   - Relay publishes outbox records in commit order on
 //     recon.<tenant>.<run_id>.<status> with Nats-Msg-Id <tenant>:<key>:<status>, and
-//     deletes a record only after its PubAck (a duplicate ack counts).
+//     deletes a record only after its PubAck (a duplicate ack counts). The
+//     statuses are a row's (succeeded, failed_poison, unknown), escalated,
+//     and the approval gate's approval_requested, approved, denied and
+//     approval_expired.
 //   - Await returns the first resolution (succeeded, failed_poison,
-//     escalated) of a key, from the stream and, with WithLedger, from a poll
-//     of the ledger so a lost notification cannot strand a paused run.
+//     escalated, denied, approval_expired) of a key, from the stream and,
+//     with WithLedger, from a poll of the ledger so a lost notification
+//     cannot strand a paused run.
 //
 // The embedded NATS server (the single-node default when no --nats-url is
 // given) is events/natsserver, and the relay's Prometheus metrics are

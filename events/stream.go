@@ -146,21 +146,26 @@ func Subject(prefix string, ev ledger.Event) (string, error) {
 	return prefix + "." + ev.Tenant + "." + ev.RunID + "." + ev.Status, nil
 }
 
-// publishedStatus reports whether status is one that goes on the stream.
+// publishedStatus reports whether status is one that goes on the stream:
+// a row status, escalated, or an event of the approval gate.
 func publishedStatus(status string) bool {
 	switch status {
 	case string(ledger.StatusSucceeded), string(ledger.StatusFailedPoison),
-		string(ledger.StatusUnknown), ledger.EventEscalated:
+		string(ledger.StatusUnknown), ledger.EventEscalated,
+		ledger.EventApprovalRequested, ledger.EventApproved, ledger.EventDenied, ledger.EventApprovalExpired:
 		return true
 	}
 	return false
 }
 
 // resolution reports whether status settles a key for a waiting run; unknown
-// only says the outcome is not known yet.
+// only says the outcome is not known yet. A denial and an expiry settle it
+// (the row is failed_poison); a request or a grant do not (the run claims
+// again, or waits on).
 func resolution(status string) bool {
 	switch status {
-	case string(ledger.StatusSucceeded), string(ledger.StatusFailedPoison), ledger.EventEscalated:
+	case string(ledger.StatusSucceeded), string(ledger.StatusFailedPoison), ledger.EventEscalated,
+		ledger.EventDenied, ledger.EventApprovalExpired:
 		return true
 	}
 	return false

@@ -16,15 +16,18 @@
 // # For store authors
 //
 // A store provides a Tx, the handful of reads and writes of one
-// transaction (PutRow keeps every index in step with the row), and an
-// Updater, which runs a func(Tx) error in one durable write transaction.
-// Embedding Flows{Update: …, Policy: …} then gives it the write methods of
-// Store (Claim, Report, Apply, Ingest, Escalate, Reschedule,
-// RedriveOrphans), each the ledger's one flow in one transaction, so every
-// store applies the same rules in the same order; Flows.InTx runs a bare
-// transaction for tests and repairs. The store writes the rest itself: the
-// reads (Get, List with EncodeListCursor and DecodeListCursor, Due,
-// PendingEvents, ListFreezes, CountRows over Statuses), AckEvents,
+// transaction (PutRow keeps every index in step with the row: the local
+// id, the approval id, and the open approvals by expiry — Row.ApprovalOpen),
+// and an Updater, which runs a func(Tx) error in one durable write
+// transaction. Embedding Flows{Update: …, Policy: …} then gives it the
+// write methods of Store (Claim, Report, Apply, Ingest, Escalate,
+// Reschedule, RedriveOrphans, DecideApproval), each the ledger's one flow
+// in one transaction, so every store applies the same rules in the same
+// order; Flows.InTx runs a bare transaction for tests and repairs. The
+// store writes the rest itself: the reads (Get, List with EncodeListCursor
+// and DecodeListCursor, Due, PendingEvents, ListFreezes, GetApproval,
+// ListApprovals with EncodeApprovalCursor and DecodeApprovalCursor,
+// CountRows over Statuses), AckEvents,
 // PruneInbox, Notify, PutFreeze, DeleteFreeze, the registry (PutTool
 // with NextTool inside its write transaction, GetTool, DeleteTool,
 // ListTools) and Close. It passes ledger/storetest.

@@ -44,6 +44,12 @@ type Row struct {
 	Request    *Request    `json:"request,omitempty"`
 	Expect     *Expect     `json:"expect,omitempty"`
 	Resolution *Resolution `json:"resolution,omitempty"`
+	// Autonomy is the gate the row was inserted under, when it was not
+	// autonomous: approval (Approval is set) or outbox. Such a row starts
+	// at attempt 0, no vendor call granted, until its approval is granted
+	// or its work item is claimed.
+	Autonomy Autonomy  `json:"autonomy,omitempty"`
+	Approval *Approval `json:"approval,omitempty"`
 	// Alerts records anomalies on this row: a late success, a mismatch, a
 	// failure that arrived after success (recorded, never applied).
 	Alerts []Alert `json:"alerts,omitempty"`
@@ -106,6 +112,10 @@ func (r Row) Clone() Row {
 		res := *r.Resolution
 		c.Resolution = &res
 	}
+	if r.Approval != nil {
+		a := *r.Approval
+		c.Approval = &a
+	}
 	if r.Alerts != nil {
 		c.Alerts = append([]Alert(nil), r.Alerts...)
 	}
@@ -113,7 +123,9 @@ func (r Row) Clone() Row {
 }
 
 // Event is the body of a resolution event: one outbox record, published on
-// NATS as recon.<tenant>.<run_id>.<status>.
+// NATS as recon.<tenant>.<run_id>.<status>. Status is a row status, or one
+// of the events EventEscalated, EventApprovalRequested, EventApproved,
+// EventDenied and EventApprovalExpired.
 type Event struct {
 	Key        string `json:"key"`
 	Tenant     string `json:"tenant"`
@@ -129,6 +141,9 @@ type Event struct {
 	// PagedAt is set when a human was paged for this row; a settling event
 	// with it tells the pager to resolve the page (same dedup key).
 	PagedAt time.Time `json:"paged_at,omitzero"`
+	// Approval is the row's approval record, on the approval gate's
+	// events (approval_requested, approved, denied, approval_expired).
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // EventEscalated is the event status published when a row is paged.

@@ -19,6 +19,7 @@ type Store interface {
 	Outbox
 	Freezes
 	Tools
+	Approvals
 	Counts
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error

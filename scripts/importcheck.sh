@@ -84,6 +84,7 @@ internal events/eventsprom internal/promreg
 internal api ledger matcher resolver apierror internal/promreg
 internal freeze ledger
 internal policy ledger
+internal approvals ledger paging
 internal registry ledger policy
 internal client ledger events apierror
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/approvals"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/eventsprom"
@@ -95,7 +96,11 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	}
 	m.goUntilClose(stageResolver, "registry-refresh", tools.Run)
 
-	if err := m.startResolver(st, js, reg, kill.Frozen); err != nil {
+	pagers, err := m.pagers()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver); err != nil {
 		return nil, err
 	}
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
@@ -134,6 +139,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.startApprovals(st, js, srv.Signal, pagers.approvals)
 
 	wo, err := webhookOptions(cfg)
 	if err != nil {
@@ -261,26 +267,62 @@ func (m *Main) NATSURL() string {
 	return m.natsURL
 }
 
+// servePagers are the pagers of the two kinds of page: the resolver pages
+// one pager (PagerDuty when configured, else the generic webhook, else the
+// log); an approval request notifies the generic webhook and PagerDuty,
+// each when configured (at severity info: PagerDuty's low urgency), or the
+// log when neither is.
+type servePagers struct {
+	resolver  resolver.Pager
+	approvals []approvals.Pager
+}
+
+func (m *Main) pagers() (servePagers, error) {
+	cfg, log := m.Config, m.Logger
+	logPager := paging.NewLog(log.With("component", "paging"))
+	out := servePagers{resolver: logPager}
+	if cfg.Paging.Webhook.URL != "" {
+		wh, err := paging.NewWebhook(paging.WebhookOptions{URL: cfg.Paging.Webhook.URL})
+		if err != nil {
+			return servePagers{}, fmt.Errorf("paging: %w", err)
+		}
+		out.resolver = wh
+		out.approvals = append(out.approvals, wh)
+	}
+	if cfg.Paging.PagerDuty.RoutingKey != "" {
+		pd, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: cfg.Paging.PagerDuty.URL, RoutingKey: cfg.Paging.PagerDuty.RoutingKey})
+		if err != nil {
+			return servePagers{}, fmt.Errorf("paging: %w", err)
+		}
+		out.resolver = pd
+		out.approvals = append(out.approvals, pd)
+	}
+	if len(out.approvals) == 0 {
+		out.approvals = []approvals.Pager{logPager}
+	}
+	return out, nil
+}
+
+// startApprovals runs the approval gate's background work: the expiry job
+// (every replica runs one; an expiry is a conditional update) and the
+// notifier, a durable JetStream consumer the replicas share. wake tells
+// the API an expired row changed, so its long polls answer at once.
+func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func(tenant, key string), pagers []approvals.Pager) {
+	cfg, log := m.Config, m.Logger
+	x := approvals.NewExpirer(st, approvals.ExpirerOptions{Now: m.Now, Logger: log.With("component", "approvals"), Expired: wake})
+	m.goUntilClose(stageResolver, "approval-expiry", x.Run)
+	n := approvals.NewNotifier(approvals.NotifierOptions{
+		Pagers: pagers, Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Logger: log.With("component", "approval-notifier"),
+	})
+	m.goUntilClose(stageResolver, "approval-notifier", func(ctx context.Context) error { return n.Consume(ctx, js) })
+}
+
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool) error {
+func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager) error {
 	cfg, log := m.Config, m.Logger
-	var pager resolver.Pager = paging.NewLog(log.With("component", "paging"))
-	switch {
-	case cfg.Paging.PagerDuty.RoutingKey != "":
-		pd, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: cfg.Paging.PagerDuty.URL, RoutingKey: cfg.Paging.PagerDuty.RoutingKey})
-		if err != nil {
-			return fmt.Errorf("paging: %w", err)
-		}
-		pager = pd
-	case cfg.Paging.Webhook.URL != "":
-		wh, err := paging.NewWebhook(paging.WebhookOptions{URL: cfg.Paging.Webhook.URL})
-		if err != nil {
-			return fmt.Errorf("paging: %w", err)
-		}
-		pager = wh
-	}
 	lookups := map[string]resolver.Lookup{}
 	if cfg.Stripe.APIKey != "" {
 		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey,

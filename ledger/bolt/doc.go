@@ -27,7 +27,10 @@
 //	orphans        local id \x00 vendor \x00 event id   → ledger.Delivery
 //	freezes        tenant \x00 tool or class            → ledger.Freeze (the kill switch)
 //	tools          tenant \x00 name                     → ledger.Tool (the tool registry)
-//	meta           schema_version                       → "1"
+//	approvals      approval id                          → tenant \x00 key
+//	approvals_due  expires_at ‖ tenant \x00 key         → (open approvals only: the expiry job)
+//	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
+//	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts
 //
@@ -39,8 +42,8 @@
 // bbolt has one writer at a time and each commit costs two fdatasyncs
 // (pages, then the meta page), so a commit per call would cap the store at
 // a few hundred writes a second. Every write (Claim, Report, Apply, Ingest,
-// Escalate, Reschedule, AckEvents, PruneInbox, PutFreeze, DeleteFreeze,
-// PutTool, DeleteTool) is instead an op — a closure over ledger.Tx that is
+// Escalate, Reschedule, DecideApproval, AckEvents, PruneInbox, PutFreeze,
+// DeleteFreeze, PutTool, DeleteTool) is instead an op — a closure over ledger.Tx that is
 // deterministic and safe to run again — queued for one committer goroutine. The committer takes everything queued (up to
 // Options.MaxGroup), runs the ops one after another in ONE db.Update and,
 // as soon as that commit returns, delivers every answer and starts the next
@@ -73,7 +76,7 @@
 // commit and a caller must never be told it did not.
 //
 // Reads (Get, List, Due, PendingEvents, ListFreezes, GetTool, ListTools,
-// CountRows, CheckConsistency) are bbolt read
+// GetApproval, ListApprovals, CountRows, CheckConsistency) are bbolt read
 // transactions on the last committed snapshot and never queue behind the
 // committer. bbolt options: the map freelist and NoFreelistSync (the
 // freelist is rebuilt on open instead of written on every commit), and a
