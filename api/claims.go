@@ -62,14 +62,15 @@ func newClaimResponse(res ledger.ClaimResult) claimResponse {
 }
 
 // decisionStatus is the HTTP status of a decision (ARCHITECTURE.md §4,
-// §11): 201 a new row that proceeds, 202 a new row waiting for a human,
-// 409 wait, 423 a frozen tool with no row, 200 the rest (a proceed after a
-// grant among them: no row is inserted).
+// §11): 201 a new row that proceeds, 202 a row waiting for a human
+// (await_approval) or for the outbox worker (queued), 409 wait, 423 a
+// frozen tool with no row, 200 the rest (a proceed after a grant, or a
+// worker's, among them: no row is inserted).
 func decisionStatus(res ledger.ClaimResult) int {
 	switch {
 	case res.Decision == ledger.DecisionProceed && res.Inserted:
 		return http.StatusCreated
-	case res.Decision == ledger.DecisionAwaitApproval:
+	case res.Decision == ledger.DecisionAwaitApproval, res.Decision == ledger.DecisionQueued:
 		return http.StatusAccepted
 	case res.Decision == ledger.DecisionWait:
 		return http.StatusConflict

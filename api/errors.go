@@ -49,6 +49,10 @@ func classify(err error) (status int, code, msg string, internal bool) {
 		return http.StatusConflict, apierror.CodeApprovalDecided, sentinelMessage(err, ledger.ErrApprovalDecided), false
 	case errors.Is(err, ledger.ErrApprovalExpired):
 		return http.StatusConflict, apierror.CodeApprovalExpired, sentinelMessage(err, ledger.ErrApprovalExpired), false
+	case errors.Is(err, ledger.ErrRequestRequired):
+		return http.StatusUnprocessableEntity, apierror.CodeRequestRequired, ledger.ErrRequestRequired.Error(), false
+	case errors.Is(err, ledger.ErrNotQueued):
+		return http.StatusConflict, apierror.CodeNotQueued, ledger.ErrNotQueued.Error(), false
 	case errors.Is(err, ledger.ErrSelfApproval):
 		return http.StatusForbidden, apierror.CodeForbidden, ledger.ErrSelfApproval.Error(), false
 	case errors.Is(err, ledger.ErrNotFound):

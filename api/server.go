@@ -251,6 +251,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/claims/:key", s.get, anyRole)
 	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly)
 	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly)
+	e.POST("/v1/claims/:key/start", s.start, tenantOnly)
 	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
 	e.POST("/v1/admin/redrive", s.redrive, adminOnly)
 	s.freezeRoutes(e, adminOnly)

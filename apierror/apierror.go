@@ -54,4 +54,6 @@ const (
 	CodeUnregisteredTool    = "unregistered_tool"    // 422: registry.strict and the tool is not registered
 	CodeApprovalDecided     = "approval_decided"     // 409: the approval was granted, denied or expired before
 	CodeApprovalExpired     = "approval_expired"     // 409: the approval request's time ran out
+	CodeRequestRequired     = "request_required"     // 422: an outbox tool's claim without the request envelope
+	CodeNotQueued           = "not_queued"           // 409: a worker's start of a row that was not queued
 )

@@ -9,6 +9,15 @@
 //     statuses are a row's (succeeded, failed_poison, unknown), escalated,
 //     and the approval gate's approval_requested, approved, denied and
 //     approval_expired.
+//   - EnsureWorkStream creates or updates stream RECON_WORK for the
+//     outbox autonomy's work items: subjects recon_work.> (the design's
+//     recon.work.> would overlap RECON's recon.>, which JetStream
+//     refuses), work-queue retention, file storage, the same duplicates
+//     window. The relay publishes a work item (an outbox record of status
+//     queued) there on recon_work.<tenant>.<tool> — a dotted tool makes
+//     several tokens, so a worker subscribes to recon_work.<tenant>.> —
+//     with Nats-Msg-Id <tenant>:<key>, one per key. Relay.route is the one
+//     place an outbox record is mapped to its stream, subject and msg id.
 //   - Await returns the first resolution (succeeded, failed_poison,
 //     escalated, denied, approval_expired) of a key, from the stream and,
 //     with WithLedger, from a poll of the ledger so a lost notification

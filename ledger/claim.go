@@ -36,6 +36,13 @@ type Claim struct {
 	Row    Row
 	Frozen bool
 	Gate   Gate
+	// Worker is set on the outbox worker's claim of a queued key
+	// (WorkerClaim): it never inserts a row, and it takes the first lease
+	// of a queued row, which no agent's claim gets.
+	Worker bool
+	// Intent is the intent's canonical JSON (RFC 8785), which a queued
+	// work item carries to the worker.
+	Intent json.RawMessage
 	At     time.Time
 }
 
@@ -79,7 +86,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	if err := req.Gate.Validate(); err != nil {
 		return Claim{}, err
 	}
-	fp, err := Fingerprint(req.Intent)
+	fp, canon, err := fingerprint(req.Intent)
 	if err != nil {
 		return Claim{}, err
 	}
@@ -105,7 +112,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 		e := Expect{Amount: req.Expect.Amount, Currency: strings.ToLower(req.Expect.Currency)}
 		row.Expect = &e
 	}
-	return Claim{Row: row, Frozen: req.Frozen, Gate: req.Gate, At: now}, nil
+	return Claim{Row: row, Frozen: req.Frozen, Gate: req.Gate, Intent: canon, At: now}, nil
 }
 
 // NewCompensation builds the claim for compensating orig with action
@@ -172,18 +179,33 @@ type ClaimResult struct {
 // (await_approval); while it is requested, a claim waits — and once it has
 // expired, the claim expires it (stop, approval_expired); once it is
 // granted, the first claim proceeds (attempt 1, the lease) and the rest
-// wait. A row at attempt 0 is never retried: no call was ever granted.
+// wait. Outbox autonomy adds: a new key whose gate is outbox is inserted
+// pending at attempt 0 with one work item in the outbox (queued; it needs
+// the request envelope); the agent's claims of it answer queued until it
+// settles, and only a worker's claim (WorkerClaim) proceeds, once. A row at
+// attempt 0 is never retried: no call was ever granted.
 func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 	p = p.withDefaults()
 	now := c.At.UTC()
 	if existing == nil {
+		if c.Worker {
+			return ClaimResult{}, nil, ErrNotFound // a worker never inserts: it claims a queued row
+		}
 		if c.Frozen {
 			return ClaimResult{Decision: DecisionStop, Code: CodeToolFrozen}, nil, nil
 		}
-		if c.Gate.Autonomy == AutonomyApproval {
+		switch c.Gate.Autonomy {
+		case AutonomyApproval:
 			row := awaitingRow(c)
 			e := approvalEvent(&row, EventApprovalRequested, SourceRuntime, now)
 			return ClaimResult{Decision: DecisionAwaitApproval, Row: row.Clone(), Inserted: true, Events: []Event{e}}, &row, nil
+		case AutonomyOutbox:
+			if c.Row.Request == nil {
+				return ClaimResult{}, nil, ErrRequestRequired
+			}
+			row := queuedRow(c, p)
+			e := workEvent(&row, c.Intent, now)
+			return ClaimResult{Decision: DecisionQueued, Row: row.Clone(), Inserted: true, Events: []Event{e}}, &row, nil
 		}
 		// Two copies, as for a retry: a store may change the row it writes
 		// without changing the result it returns.
@@ -209,6 +231,14 @@ func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 	case StatusFailedPoison:
 		res.Decision, res.Code = DecisionStop, stopCode(existing)
 		return res, nil, nil
+	}
+	if c.Worker && existing.Autonomy != AutonomyOutbox {
+		return ClaimResult{}, nil, ErrNotQueued
+	}
+	if existing.Autonomy == AutonomyOutbox {
+		if r, write, done := decideOutboxRow(existing, c, p, res); done {
+			return r, write, nil
+		}
 	}
 	if a := existing.Approval; a != nil && existing.Attempt == 0 && existing.Status == StatusPending {
 		switch a.State {
@@ -267,12 +297,12 @@ func RetryAllowed(r Row, now time.Time) bool {
 		now.Before(r.ReplayWindowUntil) && r.LastHTTPStatus < 500
 }
 
-// afterOrphans recomputes a proceed or an await_approval after parked
-// orphan events were applied to the freshly inserted row: a row they
+// afterOrphans recomputes a proceed, an await_approval or a queued after
+// parked orphan events were applied to the freshly inserted row: a row they
 // settled must not be called again (nor wait for a human, who cannot
-// decide a row that left pending).
+// decide a row that left pending, nor for a worker).
 func (r *ClaimResult) afterOrphans() {
-	if r.Decision != DecisionProceed && r.Decision != DecisionAwaitApproval {
+	if r.Decision != DecisionProceed && r.Decision != DecisionAwaitApproval && r.Decision != DecisionQueued {
 		return
 	}
 	switch r.Row.Status {

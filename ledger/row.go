@@ -125,7 +125,8 @@ func (r Row) Clone() Row {
 // Event is the body of a resolution event: one outbox record, published on
 // NATS as recon.<tenant>.<run_id>.<status>. Status is a row status, or one
 // of the events EventEscalated, EventApprovalRequested, EventApproved,
-// EventDenied and EventApprovalExpired.
+// EventDenied and EventApprovalExpired — or EventQueued, a work item,
+// which goes to the work stream instead.
 type Event struct {
 	Key        string `json:"key"`
 	Tenant     string `json:"tenant"`
@@ -144,6 +145,8 @@ type Event struct {
 	// Approval is the row's approval record, on the approval gate's
 	// events (approval_requested, approved, denied, approval_expired).
 	Approval *Approval `json:"approval,omitempty"`
+	// Work is the work item of a queued key (status EventQueued).
+	Work *WorkItem `json:"work,omitempty"`
 }
 
 // EventEscalated is the event status published when a row is paged.
@@ -153,8 +156,14 @@ const EventEscalated = "escalated"
 // so a relay that publishes twice is stored once. The tenant is part of it
 // because a business key may exist in two tenants: with <key>:<status>
 // alone (ARCHITECTURE.md §6), the second tenant's resolution inside the
-// duplicates window was dropped as a duplicate of the first's.
-func (e Event) MsgID() string { return e.Tenant + ":" + e.Key + ":" + e.Status }
+// duplicates window was dropped as a duplicate of the first's. A work item
+// is <tenant>:<key> (§11): one per key, on a stream of its own.
+func (e Event) MsgID() string {
+	if e.Status == EventQueued {
+		return e.Tenant + ":" + e.Key
+	}
+	return e.Tenant + ":" + e.Key + ":" + e.Status
+}
 
 // OutboxRecord is an Event waiting to be published, in commit order.
 type OutboxRecord struct {

@@ -332,10 +332,10 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	var out outcome
 	if row.Status == ledger.StatusPending && row.Attempt == 0 {
 		// No vendor call was ever granted (an approval that waits, or was
-		// granted but not yet claimed): nothing to look up, and a replay
-		// would be the very call a human has to allow. The expiry job
-		// settles a request; look again when it is due, or after the
-		// longest backoff.
+		// granted but not yet claimed; a work item no worker has taken):
+		// nothing to look up, and a replay would be the very call a human
+		// has to allow, or the worker's to make. The expiry job settles a
+		// request; look again when it is due, or after the longest backoff.
 		out.next = now.Add(r.opts.MaxBackoff)
 		if a := row.Approval; a != nil && a.State == ledger.ApprovalRequested && a.ExpiresAt.After(now) {
 			out.next = a.ExpiresAt.Add(jitter(r.opts.MinBackoff))

@@ -55,13 +55,18 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
+	// The outbox autonomy's work items, beside the events (subjects
+	// <prefix>_work.>, which do not overlap <prefix>.>).
+	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
+		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
+	}
 
 	relayMetrics, err := eventsprom.NewRelayMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
-		Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Stream: cfg.Events.Stream, WorkStream: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix,
 		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now,
 	})
 	if err != nil {

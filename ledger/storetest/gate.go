@@ -11,11 +11,12 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// The approval gate under concurrency: claims of gated keys race grants,
-// denials, expiries, reports and reads. Two checks run on each history: it
-// must be linearizable under the ledger's rules (linModel), and no key may
-// reach proceed without a grant recorded before that proceed returned — at
-// most once.
+// The approval gate and outbox autonomy under concurrency: claims of gated
+// and queued keys, and workers' claims, race grants, denials, expiries,
+// reports and reads. Two checks run on each history: it must be
+// linearizable under the ledger's rules (linModel), and no key may reach
+// proceed without a grant recorded before that proceed returned — at most
+// once — nor a queued key for anyone but a worker, or twice.
 
 // gateTTL is the rounds' approval lifetime. Times spread over 1.3 of them,
 // so most decisions come in time and some requests expire under the claims
@@ -26,7 +27,7 @@ const gateTTL = 20 * time.Minute
 // has one approval for life, so many keys make many approvals.
 const (
 	gateRounds = 4
-	gateKeys   = 10
+	gateKeys   = 12
 )
 
 func testLinearizableApprovals(t *testing.T, open Open) {
@@ -50,13 +51,20 @@ func linGatedInput(rng *rand.Rand, keys []string) (linInput, error) {
 	switch p := rng.IntN(20); {
 	case p < 9:
 		req := baseRequest(withKey(key), withIntent(`{"amount":1050,"currency":"usd"}`))
-		if rng.IntN(10) != 0 {
+		switch g := rng.IntN(10); {
+		case g < 6:
 			req.Gate = ledger.Gate{Autonomy: ledger.AutonomyApproval, Reason: "policy: false", ApprovalTTL: gateTTL, RequestedBy: claimant}
+		case g < 9:
+			req.Gate = ledger.Gate{Autonomy: ledger.AutonomyOutbox}
 		}
 		if rng.IntN(12) == 0 {
 			req.Frozen = true
 		}
 		c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), now)
+		if err == nil && rng.IntN(4) == 0 {
+			// The outbox worker's claim of the key (it never inserts).
+			c = ledger.WorkerClaim(c.Row, req.Frozen, now)
+		}
 		return linInput{kind: linClaim, key: key, claim: c}, err
 	case p < 13:
 		return linInput{kind: linDecide, key: key, decision: ledger.ApprovalDecision{
@@ -83,7 +91,8 @@ func linGatedInput(rng *rand.Rand, keys []string) (linInput, error) {
 
 // checkGrantedBeforeProceed fails when a claim proceeded on a row with an
 // approval that no successful grant of that key precedes (the grant's call
-// before the proceed's return), or when one gated key proceeded twice.
+// before the proceed's return), when one gated key proceeded twice, or when
+// a queued key proceeded for anyone but a worker, or twice.
 func checkGrantedBeforeProceed(t *testing.T, history []porcupine.Operation) {
 	t.Helper()
 	firstGrant := map[string]int64{} // key → earliest call of a successful grant
@@ -101,13 +110,23 @@ func checkGrantedBeforeProceed(t *testing.T, history []porcupine.Operation) {
 		}
 	}
 	proceeds := map[string]int{}
-	gatedProceeds := 0
+	gatedProceeds, queuedProceeds := 0, 0
 	for _, op := range history {
 		in, out := op.Input.(linInput), op.Output.(linOutput)
 		if in.kind != linClaim || out.decision != ledger.DecisionProceed {
 			continue
 		}
 		row := parseState(linState(out.row))
+		if row.Autonomy == ledger.AutonomyOutbox {
+			if !in.claim.Worker {
+				t.Fatalf("queued key %s proceeded for an agent's claim", in.key)
+			}
+			if proceeds[in.key]++; proceeds[in.key] > 1 {
+				t.Fatalf("queued key %s proceeded %d times", in.key, proceeds[in.key])
+			}
+			queuedProceeds++
+			continue
+		}
 		if row.Approval == nil {
 			continue // a key first claimed without a gate: no approval applies
 		}
@@ -123,5 +142,5 @@ func checkGrantedBeforeProceed(t *testing.T, history []porcupine.Operation) {
 			t.Fatalf("gated key %s proceeded %d times", in.key, proceeds[in.key])
 		}
 	}
-	t.Logf("%d gated proceeds, each after a grant", gatedProceeds)
+	t.Logf("%d gated proceeds, each after a grant; %d queued keys proceeded for a worker, once each", gatedProceeds, queuedProceeds)
 }

@@ -76,6 +76,7 @@ var linErrors = []struct {
 	{"approval_expired", ledger.ErrApprovalExpired},
 	{"self_approval", ledger.ErrSelfApproval},
 	{"invalid_transition", ledger.ErrInvalidTransition},
+	{"not_queued", ledger.ErrNotQueued},
 	{"not_found", ledger.ErrNotFound},
 	{"fingerprint_mismatch", ledger.ErrFingerprintMismatch},
 	{"invalid_outcome", ledger.ErrInvalidOutcome},
@@ -182,8 +183,11 @@ func linModel() porcupine.Model {
 			case linDecide:
 				call = fmt.Sprintf("%s@%s", in.decision.Verdict, in.decision.At.Format("15:04:05.000"))
 			}
-			if in.kind == linClaim && in.claim.Gate.Autonomy != "" {
-				call = "gated " + call
+			switch {
+			case in.kind == linClaim && in.claim.Worker:
+				call = "worker " + call
+			case in.kind == linClaim && in.claim.Gate.Autonomy != "":
+				call = string(in.claim.Gate.Autonomy) + " " + call
 			}
 			return fmt.Sprintf("%s(%s) → %s %s %s", call, in.key, out.err, out.decision, summary(out.row))
 		},

@@ -68,8 +68,11 @@ func (r *randomRun) request() ledger.ClaimRequest {
 	if r.pick(10) == 0 {
 		ms = append(ms, frozen())
 	}
-	if r.pick(5) == 0 {
+	switch r.pick(8) {
+	case 0, 1:
 		ms = append(ms, gated())
+	case 2:
+		ms = append(ms, outboxed())
 	}
 	return baseRequest(ms...)
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Freezes", testFreezes},
 		{"Tools", testTools},
 		{"Approvals", testApprovals},
+		{"OutboxAutonomy", testOutboxAutonomy},
 		{"CountRows", testCountRows},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},

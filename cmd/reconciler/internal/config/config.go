@@ -161,9 +161,12 @@ func (e *StandardEndpoint) setDefaults() {
 	e.ReplayWindow = 24 * time.Hour
 }
 
-// EventsConfig names the JetStream stream and the subject prefix of resolutions.
+// EventsConfig names the JetStream streams and the subject prefix of
+// resolutions (and, with _work appended, of work items).
 type EventsConfig struct {
-	Stream        string `yaml:"stream"`
+	Stream string `yaml:"stream"`
+	// WorkStream holds the outbox autonomy's work items (§11).
+	WorkStream    string `yaml:"work_stream"`
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Replicas is the stream's replica count in a NATS cluster; "keep"
 	// (0) keeps an existing stream's count and creates a new one with 1.
@@ -221,7 +224,7 @@ func Default() Config {
 			ReplayWindow:       72 * time.Hour,
 			OrdersReplayWindow: 6 * time.Hour,
 		},
-		Events:   EventsConfig{Stream: "RECON", SubjectPrefix: "recon"},
+		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon"},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
 		Paging: PagingConfig{
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},

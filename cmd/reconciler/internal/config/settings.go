@@ -60,6 +60,7 @@ var settings = []Setting{
 	{Key: "resolver.grace", Usage: "how long the resolver leaves a row alone after its last attempt"},
 	{Key: "resolver.pending_ttl", Usage: "lease of an attempt in flight"},
 	{Key: "events.stream", Usage: "JetStream stream of resolutions"},
+	{Key: "events.work_stream", Usage: "JetStream stream of the outbox autonomy's work items (subjects <prefix>_work.<tenant>.<tool>)"},
 	{Key: "events.subject_prefix", Usage: "subjects are <prefix>.<tenant>.<run_id>.<status>"},
 	{Key: "events.replicas", Usage: "replicas of the stream in a NATS cluster, 1-5; keep: leave an existing stream's count"},
 	{Key: "stripe.api_base", Usage: "Stripe API for lookups and replays"},

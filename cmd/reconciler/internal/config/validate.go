@@ -372,6 +372,11 @@ func (v *validator) events(e EventsConfig) {
 	if ledger.ValidateTenant(e.Stream) != nil {
 		v.add("events.stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.Stream, 40))
 	}
+	if ledger.ValidateTenant(e.WorkStream) != nil {
+		v.add("events.work_stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.WorkStream, 40))
+	} else if e.WorkStream == e.Stream {
+		v.add("events.work_stream", "must not be the events stream %q: work items need a work-queue stream of their own", e.Stream)
+	}
 	if events.ValidSubjectPrefix(e.SubjectPrefix) != nil {
 		v.add("events.subject_prefix", "invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", truncate(e.SubjectPrefix, 40))
 	}
