@@ -113,15 +113,18 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	})
 
 	srv, err := api.New(api.Options{
-		KillSwitch:   kill,
-		Registry:     tools,
-		Store:        st,
-		Tokens:       cfg.TokenTenants(),
-		AdminTokens:  cfg.AdminTokens,
-		BodyLimit:    int64(cfg.BodyLimit),
-		Policy:       cfg.Policy(),
-		ReplayWindow: cfg.ReplayWindow,
-		WakeRelay:    relay.Wake,
+		KillSwitch:     kill,
+		Registry:       tools,
+		Store:          st,
+		Tokens:         cfg.TokenTenants(),
+		AdminTokens:    cfg.AdminTokens,
+		ApproverTokens: cfg.ApproverTokens(),
+		ApprovalTTL:    cfg.Approvals.TTL,
+		StrictRegistry: cfg.Registry.Strict,
+		BodyLimit:      int64(cfg.BodyLimit),
+		Policy:         cfg.Policy(),
+		ReplayWindow:   cfg.ReplayWindow,
+		WakeRelay:      relay.Wake,
 		Ready: []api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
 				_, err := st.Get(ctx, config.DefaultTenant, "readyz")

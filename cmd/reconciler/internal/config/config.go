@@ -55,8 +55,10 @@ type Config struct {
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
 
-	Resolver ResolverConfig `yaml:"resolver"`
-	Paging   PagingConfig   `yaml:"paging"`
+	Resolver  ResolverConfig  `yaml:"resolver"`
+	Paging    PagingConfig    `yaml:"paging"`
+	Approvals ApprovalsConfig `yaml:"approvals"`
+	Registry  RegistryConfig  `yaml:"registry"`
 
 	// EventTypes extends the matcher's default table: vendor → event type → action.
 	EventTypes map[string]map[string]matcher.Action `yaml:"event_types"`
@@ -69,6 +71,10 @@ type Config struct {
 type Tenant struct {
 	ID     string   `yaml:"id"`
 	Tokens []string `yaml:"tokens" secret:"true"`
+	// ApproverTokens read and decide the tenant's approval requests
+	// (ARCHITECTURE.md §11); they make no claims, so the token that made a
+	// claim is never one that can approve it.
+	ApproverTokens []string `yaml:"approver_tokens" secret:"true"`
 }
 
 // StripeConfig holds the Stripe API (for the resolver) and its webhook endpoints.
@@ -182,6 +188,20 @@ type ResolverConfig struct {
 	PendingTTL time.Duration `yaml:"pending_ttl"`
 }
 
+// ApprovalsConfig paces the approval gate (§11).
+type ApprovalsConfig struct {
+	// TTL is how long an approval request waits for a human before it
+	// expires (the claim then stops with approval_expired).
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// RegistryConfig says how claims of unregistered tools are served (§11).
+type RegistryConfig struct {
+	// Strict refuses them (422 unregistered_tool); off, they are served as
+	// before the registry existed.
+	Strict bool `yaml:"strict"`
+}
+
 // PagingConfig says where a human is paged. With neither configured, pages
 // are written to the log.
 type PagingConfig struct {
@@ -229,6 +249,7 @@ func Default() Config {
 		Paging: PagingConfig{
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
 		},
+		Approvals: ApprovalsConfig{TTL: ledger.DefaultApprovalTTL},
 		origin: newOrigin(""),
 	}
 }
@@ -238,6 +259,18 @@ func (c Config) TokenTenants() map[string]string {
 	m := make(map[string]string)
 	for _, t := range c.Tenants {
 		for _, tok := range t.Tokens {
+			m[tok] = t.ID
+		}
+	}
+	return m
+}
+
+// ApproverTokens maps each approver token to its tenant id
+// (api.Options.ApproverTokens).
+func (c Config) ApproverTokens() map[string]string {
+	m := make(map[string]string)
+	for _, t := range c.Tenants {
+		for _, tok := range t.ApproverTokens {
 			m[tok] = t.ID
 		}
 	}
@@ -300,6 +333,7 @@ func (c Config) clone() Config {
 	out.Tenants = slices.Clone(c.Tenants)
 	for i := range out.Tenants {
 		out.Tenants[i].Tokens = slices.Clone(out.Tenants[i].Tokens)
+		out.Tenants[i].ApproverTokens = slices.Clone(out.Tenants[i].ApproverTokens)
 	}
 	out.AdminTokens = slices.Clone(c.AdminTokens)
 	out.Stripe.Endpoints = slices.Clone(c.Stripe.Endpoints)

@@ -86,6 +86,8 @@ var precedenceSamples = map[string][3]string{
 	"paging.pagerduty.url":         {"https://pd.file.example/v2", "https://pd.env.example/v2", "https://pd.flag.example/v2"},
 	"paging.pagerduty.routing_key": {"rk-file", "rk-env", ""},
 	"paging.webhook.url":           {"https://hook.file.example/a", "https://hook.env.example/b", ""},
+	"approvals.ttl":                {"1h", "2h", "3h"},
+	"registry.strict":              {"true", "false", "true"},
 }
 
 func TestPrecedence(t *testing.T) {
@@ -190,6 +192,7 @@ var fullEnv = map[string]string{
 	"RESEND_WEBHOOK_SECRET":  "whsec_U2VLckV0LTAwMDY=", // base64 of "SeKrEt-0006"
 	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
 	"SLACK_HOOK_SECRET":      "SeKrEt0008",
+	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
 }
 
 func loadFull(t *testing.T) Config {
@@ -217,6 +220,9 @@ func TestParseConfigFull(t *testing.T) {
 		{"tenant token expanded", c.TokenTenants()["acme-SeKrEt-token-0001"], "acme"},
 		{"second tenant token", c.TokenTenants()["globex-token-rotated-9876"], "globex"},
 		{"admin token", c.AdminTokens, []string{"admin-SeKrEt-token-0002"}},
+		{"approver token", c.ApproverTokens(), map[string]string{"approver-SeKrEt-token-0009": "acme"}},
+		{"approvals", c.Approvals, ApprovalsConfig{TTL: 12 * time.Hour}},
+		{"registry", c.Registry, RegistryConfig{Strict: true}},
 		{"stripe api key", c.Stripe.APIKey, "sk_test_SeKrEt_0003"},
 		{"stripe endpoint secret", c.Stripe.Endpoints[0].Secrets, []string{"whsec_SeKrEt_0004"}},
 		{"stripe endpoint defaults", [2]any{c.Stripe.Endpoints[1].Tolerance, c.Stripe.Endpoints[1].MetadataKey}, [2]any{5 * time.Minute, "metadata_local_id"}},
@@ -399,6 +405,14 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:2: events.work_stream: invalid stream name "a.b"`}},
 		{"work items in the events stream", "events:\n  stream: EV\n  work_stream: EV\n",
 			nil, []string{`cfg.yaml:3: events.work_stream: must not be the events stream "EV"`}},
+		{"approver token also a tenant token", okTenant + "    approver_tokens: [acme-SeKrEt-token-0001]\n",
+			nil, []string{`cfg.yaml:4: tenants[0].approver_tokens[0]: token used twice (also at line 3)`}},
+		{"short approver token", okTenant + "    approver_tokens: [short]\n",
+			nil, []string{`cfg.yaml:4: tenants[0].approver_tokens[0]: token is shorter than 16 characters`}},
+		{"approvals ttl not positive", "approvals:\n  ttl: 0s\n",
+			nil, []string{`cfg.yaml:2: approvals.ttl: must be positive, got 0s`}},
+		{"registry strict not a boolean", "registry:\n  strict: sometimes\n",
+			nil, []string{`cfg.yaml:2: registry.strict: invalid boolean "sometimes": want true or false`}},
 		{"bad subject prefix", "events:\n  subject_prefix: recon.>\n",
 			nil, []string{`cfg.yaml:2: events.subject_prefix: invalid subject prefix`}},
 		// A token NATS would take but the stream refuses is refused here,
@@ -595,6 +609,7 @@ func TestRedacted(t *testing.T) {
 		got, want any
 	}{
 		{"tenant token", r.Tenants[0].Tokens, []string{RedactedText}},
+		{"approver token", r.Tenants[0].ApproverTokens, []string{RedactedText}},
 		{"tenant id kept", r.Tenants[0].ID, "acme"},
 		{"admin token", r.AdminTokens, []string{RedactedText}},
 		{"stripe api key", r.Stripe.APIKey, RedactedText},

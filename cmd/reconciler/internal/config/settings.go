@@ -75,6 +75,8 @@ var settings = []Setting{
 	{Key: "paging.pagerduty.url", Usage: "PagerDuty Events v2 endpoint"},
 	{Key: "paging.pagerduty.routing_key", Usage: "PagerDuty routing key; set it to page through PagerDuty", EnvOnly: true},
 	{Key: "paging.webhook.url", Usage: "generic JSON webhook pager (Slack/Opsgenie bridges)", EnvOnly: true},
+	{Key: "approvals.ttl", Usage: "how long an approval request waits for a human before it expires"},
+	{Key: "registry.strict", Usage: "true: refuse claims of tools not in the registry (422 unregistered_tool)"},
 }
 
 // Settings returns the settings in the order --help shows them.

@@ -92,6 +92,7 @@ func (c Config) Validate() error {
 	v.positive("resolver.pending_ttl", c.Resolver.PendingTTL)
 	v.events(c.Events)
 	v.paging(c.Paging)
+	v.positive("approvals.ttl", c.Approvals.TTL)
 
 	tokens := map[string]string{} // token → path of its first use
 	known := map[string]bool{}
@@ -111,6 +112,11 @@ func (c Config) Validate() error {
 		}
 		for j, tok := range t.Tokens {
 			v.token(fmt.Sprintf("%s.tokens[%d]", p, j), tok, tokens)
+		}
+		// Unique across every token, so no token that makes claims can
+		// decide an approval.
+		for j, tok := range t.ApproverTokens {
+			v.token(fmt.Sprintf("%s.approver_tokens[%d]", p, j), tok, tokens)
 		}
 	}
 	if len(c.Tenants) == 0 {
