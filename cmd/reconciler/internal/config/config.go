@@ -250,7 +250,7 @@ func Default() Config {
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
 		},
 		Approvals: ApprovalsConfig{TTL: ledger.DefaultApprovalTTL},
-		origin: newOrigin(""),
+		origin:    newOrigin(""),
 	}
 }
 
