@@ -8,6 +8,13 @@
 // they take the current time as an argument and never block, so a store can
 // run them inside a transaction and re-run them when a group commit retries.
 //
+// Write autonomy (ARCHITECTURE.md §11) is here as data and rules: the
+// registry entry (Tool, its validation and EffectiveAutonomy), the approval
+// record on a row and its transitions (DecideApproval), the work item of a
+// queued key, and the claim decisions await_approval and queued. A claim's
+// Gate — what the registry and the tool's policy decided for it — is
+// computed outside the ledger and handed in with the claim, as Frozen is.
+//
 // Invalid input is refused before anything is stored, as an *InvalidError
 // (one of the ErrInvalid… values, perhaps with a detail from With) that
 // matches ErrInvalid: callers test errors.Is(err, ErrInvalid), and branch
