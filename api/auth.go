@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,18 +21,33 @@ type role uint8
 const (
 	roleTenant role = 1 << iota
 	roleAdmin
+	// roleApprover decides a tenant's approval requests (config
+	// tenants[].approver_tokens); it makes no claims.
+	roleApprover
 )
 
-// principal is the authenticated caller: a tenant, or an admin (no tenant).
+// principal is the authenticated caller: a tenant, an approver of a
+// tenant, or an admin (no tenant). fp is the token's fingerprint, what an
+// approval records of who asked and who decided: never the token.
 type principal struct {
 	tenant string
 	role   role
+	fp     string
 }
 
 type tokenEntry struct {
 	sum    [sha256.Size]byte
 	tenant string
 	role   role
+	fp     string
+}
+
+// fingerprint names a token in stored records without revealing it: a
+// hash of its digest, so neither the token nor its digest (what the
+// authenticator compares) can be read back from a row.
+func fingerprint(sum [sha256.Size]byte) string {
+	fp := sha256.Sum256(append([]byte("reconciler token fingerprint\x00"), sum[:]...))
+	return "tok_" + hex.EncodeToString(fp[:8])
 }
 
 // authenticator maps bearer tokens to principals. It keeps only SHA-256
@@ -40,7 +56,7 @@ type authenticator struct {
 	entries []tokenEntry
 }
 
-func newAuthenticator(tokens map[string]string, admin []string) (*authenticator, error) {
+func newAuthenticator(tokens map[string]string, admin []string, approvers map[string]string) (*authenticator, error) {
 	a := &authenticator{}
 	seen := make(map[[sha256.Size]byte]bool)
 	add := func(tok, tenant string, r role) error {
@@ -54,7 +70,7 @@ func newAuthenticator(tokens map[string]string, admin []string) (*authenticator,
 			return errors.New("a token is configured twice")
 		}
 		seen[sum] = true
-		a.entries = append(a.entries, tokenEntry{sum: sum, tenant: tenant, role: r})
+		a.entries = append(a.entries, tokenEntry{sum: sum, tenant: tenant, role: r, fp: fingerprint(sum)})
 		return nil
 	}
 	for tok, tenant := range tokens {
@@ -68,6 +84,14 @@ func newAuthenticator(tokens map[string]string, admin []string) (*authenticator,
 	for _, tok := range admin {
 		if err := add(tok, "", roleAdmin); err != nil {
 			return nil, fmt.Errorf("admin tokens: %w", err)
+		}
+	}
+	for tok, tenant := range approvers {
+		if err := ledger.ValidateTenant(tenant); err != nil {
+			return nil, fmt.Errorf("approver of %q: %w", tenant, err)
+		}
+		if err := add(tok, tenant, roleApprover); err != nil {
+			return nil, fmt.Errorf("approver of %q: %w", tenant, err)
 		}
 	}
 	if len(a.entries) == 0 {
@@ -86,7 +110,7 @@ func (a *authenticator) lookup(token string) (principal, bool) {
 	for i := range a.entries {
 		eq := subtle.ConstantTimeCompare(sum[:], a.entries[i].sum[:])
 		if eq == 1 {
-			found = principal{tenant: a.entries[i].tenant, role: a.entries[i].role}
+			found = principal{tenant: a.entries[i].tenant, role: a.entries[i].role, fp: a.entries[i].fp}
 		}
 		match |= eq
 	}
@@ -112,8 +136,13 @@ func (s *Server) authenticate(allowed role) echo.MiddlewareFunc {
 				return errUnauthorized
 			}
 			if p.role&allowed == 0 {
-				if p.role == roleAdmin {
+				switch {
+				case p.role == roleAdmin:
 					return newError(http.StatusForbidden, apierror.CodeForbidden, "an admin token cannot act as a tenant on this route")
+				case p.role == roleApprover:
+					return newError(http.StatusForbidden, apierror.CodeForbidden, "an approver token only reads and decides approvals")
+				case allowed&roleApprover != 0:
+					return newError(http.StatusForbidden, apierror.CodeForbidden, "this route needs an approver or admin token")
 				}
 				return newError(http.StatusForbidden, apierror.CodeForbidden, "this route needs an admin token")
 			}

@@ -61,12 +61,17 @@ func newClaimResponse(res ledger.ClaimResult) claimResponse {
 	return out
 }
 
-// decisionStatus is the HTTP status of a decision (docs/architecture.md §4):
-// 201 a new row, 409 wait, 423 a frozen tool with no row, 200 the rest.
+// decisionStatus is the HTTP status of a decision (docs/architecture.md §4,
+// §11): 201 a new row that proceeds, 202 a row waiting for a human
+// (await_approval) or for the outbox worker (queued), 409 wait, 423 a
+// frozen tool with no row, 200 the rest (a proceed after a grant, or a
+// worker's, among them: no row is inserted).
 func decisionStatus(res ledger.ClaimResult) int {
 	switch {
-	case res.Decision == ledger.DecisionProceed:
+	case res.Decision == ledger.DecisionProceed && res.Inserted:
 		return http.StatusCreated
+	case res.Decision == ledger.DecisionAwaitApproval, res.Decision == ledger.DecisionQueued:
+		return http.StatusAccepted
 	case res.Decision == ledger.DecisionWait:
 		return http.StatusConflict
 	case res.Decision == ledger.DecisionStop && res.Code == ledger.CodeToolFrozen:
@@ -97,6 +102,9 @@ func (s *Server) claim(c echo.Context) error {
 		Frozen:       s.frozen(tenant, b.Tool, b.ToolClass),
 	}, s.policy, s.now())
 	if err != nil {
+		return err
+	}
+	if cl.Gate, err = s.gate(c, b); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

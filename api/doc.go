@@ -1,13 +1,23 @@
 // Package api serves reconciler's claim API and admin API over HTTP (echo v4):
 // claims and their long-poll, outcome reports, row reads and listing,
-// compensations, resolution by hand, health, readiness, metrics and the
-// OpenAPI document (openapi.yaml, embedded and served at GET /openapi.yaml).
+// compensations, resolution by hand, the tool registry (tools.go), the
+// approval gate (approvals.go) and the outbox worker's start (work.go),
+// health, readiness, metrics and the OpenAPI document (openapi.yaml,
+// embedded and served at GET /openapi.yaml).
 //
 // Every request to /v1 carries `Authorization: Bearer <token>`. A token maps
-// to one tenant or is an admin token; the tenant always comes from the token,
-// never from a body, and another tenant's key answers 404. Admin tokens have
-// no tenant of their own: the admin routes (resolve, and the reads when
-// given ?tenant=) name the tenant explicitly. Every error leaves through one
+// to one tenant, is one tenant's approver token (it reads and decides that
+// tenant's approvals, nothing else), or is an admin token; the tenant always
+// comes from the token, never from a body, and another tenant's key answers
+// 404. Admin tokens have no tenant of their own: the admin routes (resolve,
+// and the reads when given ?tenant=) name the tenant explicitly. An approval
+// records the fingerprint of the token that made its claim and of the one
+// that decided it, never a token.
+//
+// A claim's gate — its effective autonomy under the registry, the tool's
+// checklist and class and its CEL policy — is decided here, from the
+// Registry, and handed to the ledger with the claim, as the kill switch's
+// Frozen is; the ledger decides what it means for the row. Every error leaves through one
 // echo HTTPErrorHandler (errors.go) as {"error":{"code","message"}}
 // (apierror.Body); a 500 never carries the internal error's text, which is
 // logged instead. Any ledger error matching ledger.ErrInvalid is 400

@@ -41,10 +41,26 @@ func classify(err error) (status int, code, msg string, internal bool) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Code, ae.Message, false
+	case errors.Is(err, ledger.ErrToolNotFound):
+		return http.StatusNotFound, apierror.CodeNotFound, "no such tool", false
+	case errors.Is(err, ledger.ErrApprovalNotFound):
+		return http.StatusNotFound, apierror.CodeNotFound, "no such approval", false
+	case errors.Is(err, ledger.ErrApprovalDecided):
+		return http.StatusConflict, apierror.CodeApprovalDecided, sentinelMessage(err, ledger.ErrApprovalDecided), false
+	case errors.Is(err, ledger.ErrApprovalExpired):
+		return http.StatusConflict, apierror.CodeApprovalExpired, sentinelMessage(err, ledger.ErrApprovalExpired), false
+	case errors.Is(err, ledger.ErrRequestRequired):
+		return http.StatusUnprocessableEntity, apierror.CodeRequestRequired, ledger.ErrRequestRequired.Error(), false
+	case errors.Is(err, ledger.ErrNotQueued):
+		return http.StatusConflict, apierror.CodeNotQueued, ledger.ErrNotQueued.Error(), false
+	case errors.Is(err, ledger.ErrSelfApproval):
+		return http.StatusForbidden, apierror.CodeForbidden, ledger.ErrSelfApproval.Error(), false
 	case errors.Is(err, ledger.ErrNotFound):
 		return http.StatusNotFound, apierror.CodeNotFound, "no such claim", false
 	case errors.Is(err, ledger.ErrFingerprintMismatch):
 		return http.StatusUnprocessableEntity, apierror.CodeFingerprintMismatch, ledger.ErrFingerprintMismatch.Error(), false
+	case errors.Is(err, ledger.ErrToolMismatch):
+		return http.StatusUnprocessableEntity, apierror.CodeToolMismatch, sentinelMessage(err, ledger.ErrToolMismatch), false
 	case errors.Is(err, ledger.ErrInvalidTransition):
 		return http.StatusConflict, apierror.CodeInvalidTransition, sentinelMessage(err, ledger.ErrInvalidTransition), false
 	case errors.Is(err, ledger.ErrCompensationPending):
@@ -83,15 +99,17 @@ func invalidMessage(err error) string {
 	return ie.Error()
 }
 
-// sentinelMessage is err's text when it is the ledger's "<sentinel>:
-// <detail>", built from constant text; anything else (a store's wrapping,
-// say) is reduced to the sentinel's text.
+// sentinelMessage is the ledger's "<sentinel>: <detail>" inside err, built
+// from constant text and the row's own states; what a store wrapped around
+// it (its operation's name, before the sentinel) is dropped. Without the
+// sentinel's text in it, err is reduced to the sentinel's text.
 func sentinelMessage(err, sentinel error) string {
 	m := err.Error()
-	if !strings.HasPrefix(m, sentinel.Error()) {
+	i := strings.Index(m, sentinel.Error())
+	if i < 0 {
 		return sentinel.Error()
 	}
-	return m
+	return m[i:]
 }
 
 // snake turns a status text into a code: "Method Not Allowed" → "method_not_allowed".

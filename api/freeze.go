@@ -77,7 +77,7 @@ func (s *Server) freezeRoutes(e *echo.Echo, adminOnly echo.MiddlewareFunc) {
 	e.DELETE("/v1/admin/freezes/:tenant/:target", s.deleteFreeze, adminOnly)
 }
 
-var errNoKillSwitch = newError(http.StatusNotImplemented, "not_implemented", "the kill switch is not configured on this server")
+var errNoKillSwitch = newError(http.StatusNotImplemented, apierror.CodeNotImplemented, "the kill switch is not configured on this server")
 
 // freezeID reads and checks the path's tenant and target. Both are
 // identifiers without '%', so the raw path segment is the value.

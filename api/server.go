@@ -17,9 +17,11 @@ import (
 )
 
 // Store is the part of a ledger.Store the API uses: the runtime-facing claims,
-// Apply for resolutions by hand and RedriveOrphans for the admin redrive.
+// the approval gate's decisions and reads, Apply for resolutions by hand and
+// RedriveOrphans for the admin redrive.
 type Store interface {
 	ledger.Claims
+	ledger.Approvals
 	// Apply applies evidence to one row (here: a human's resolution).
 	Apply(ctx context.Context, tenant, key string, ev ledger.Evidence) (ledger.Row, ledger.Change, error)
 	// RedriveOrphans applies parked deliveries whose row exists now.
@@ -60,6 +62,13 @@ type Options struct {
 	Tokens map[string]string
 	// AdminTokens may resolve rows by hand and read any tenant's rows.
 	AdminTokens []string
+	// ApproverTokens maps a bearer token to the tenant whose approval
+	// requests it may read and decide (config tenants[].approver_tokens);
+	// admin tokens may decide any tenant's.
+	ApproverTokens map[string]string
+	// ApprovalTTL is how long an approval request waits for a human
+	// (config approvals.ttl; 0: ledger.DefaultApprovalTTL).
+	ApprovalTTL time.Duration
 	// BodyLimit caps a request body in bytes (default DefaultBodyLimit).
 	BodyLimit int64
 	// Policy is the store's policy (pending TTL, grace).
@@ -74,6 +83,13 @@ type Options struct {
 	// is what claims ask instead of Frozen (set one or the other). Nil: the
 	// routes answer 501.
 	KillSwitch KillSwitch
+	// Registry is the tool registry (tools.go): the /v1/tools routes and
+	// the claims' tool_mismatch. Nil: the routes answer 501 and every tool
+	// is served as unregistered.
+	Registry Registry
+	// StrictRegistry refuses claims of unregistered tools (422
+	// unregistered_tool; config registry.strict).
+	StrictRegistry bool
 	// WakeRelay asks this process's outbox relay to publish now
 	// (events.Relay.Wake); POST /v1/admin/redrive calls it. Nil: no relay
 	// runs here, and the redrive says so.
@@ -107,6 +123,9 @@ type Server struct {
 	replayWindow func(vendor string, req *ledger.Request) time.Duration
 	frozen       func(tenant, tool string, class ledger.ToolClass) bool
 	kill         KillSwitch
+	registry     Registry
+	strict       bool
+	approvalTTL  time.Duration
 	wakeRelay    func()
 	tenants      map[string]bool // tenants with a token (freeze.go)
 	ready        []ReadyCheck
@@ -137,7 +156,7 @@ func New(o Options) (*Server, error) {
 	if o.Store == nil {
 		return nil, errors.New("api: options: store is required")
 	}
-	auth, err := newAuthenticator(o.Tokens, o.AdminTokens)
+	auth, err := newAuthenticator(o.Tokens, o.AdminTokens, o.ApproverTokens)
 	if err != nil {
 		return nil, fmt.Errorf("api: options: %w", err)
 	}
@@ -154,9 +173,15 @@ func New(o Options) (*Server, error) {
 		replayWindow: o.ReplayWindow, frozen: o.Frozen, ready: o.Ready,
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
 		bodyTimeout: o.BodyTimeout, answer: o.AnswerTimeout,
-		wakeRelay: o.WakeRelay,
+		wakeRelay: o.WakeRelay, registry: o.Registry, strict: o.StrictRegistry, approvalTTL: o.ApprovalTTL,
 		watch:     newWatchers(),
 		stopWaits: make(chan struct{}),
+	}
+	if o.ApprovalTTL < 0 {
+		return nil, errors.New("api: options: negative approval ttl")
+	}
+	if o.StrictRegistry && o.Registry == nil {
+		return nil, errors.New("api: options: a strict registry needs a Registry")
 	}
 	if err := s.useKillSwitch(o); err != nil {
 		return nil, fmt.Errorf("api: options: %w", err)
@@ -238,14 +263,19 @@ func (s *Server) routes() *echo.Echo {
 	tenantOnly := s.authenticate(roleTenant)
 	anyRole := s.authenticate(roleTenant | roleAdmin)
 	adminOnly := s.authenticate(roleAdmin)
+	readApprovals := s.authenticate(roleTenant | roleApprover | roleAdmin)
+	decideApprovals := s.authenticate(roleApprover | roleAdmin)
 	e.POST("/v1/claims", s.claim, tenantOnly)
 	e.GET("/v1/claims", s.list, anyRole)
 	e.GET("/v1/claims/:key", s.get, anyRole)
 	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly)
 	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly)
+	e.POST("/v1/claims/:key/start", s.start, tenantOnly)
 	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
 	e.POST("/v1/admin/redrive", s.redrive, adminOnly)
 	s.freezeRoutes(e, adminOnly)
+	s.toolRoutes(e, tenantOnly, anyRole)
+	s.approvalRoutes(e, readApprovals, decideApprovals)
 	return e
 }
 

@@ -49,4 +49,11 @@ const (
 	CodeMethodNotAllowed    = "method_not_allowed"   // 405
 	CodeUnavailable         = "unavailable"          // 503: retry later
 	CodeInternal            = "internal"             // 500
+	CodeNotImplemented      = "not_implemented"      // 501: the server runs without the feature
+	CodeToolMismatch        = "tool_mismatch"        // 422: the claim names a registered tool with another vendor or class
+	CodeUnregisteredTool    = "unregistered_tool"    // 422: registry.strict and the tool is not registered
+	CodeApprovalDecided     = "approval_decided"     // 409: the approval was granted, denied or expired before
+	CodeApprovalExpired     = "approval_expired"     // 409: the approval request's time ran out
+	CodeRequestRequired     = "request_required"     // 422: an outbox tool's claim without the request envelope
+	CodeNotQueued           = "not_queued"           // 409: a worker's start of a row that was not queued
 )

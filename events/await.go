@@ -51,8 +51,10 @@ func WithPollInterval(d time.Duration) AwaitOption {
 	return func(c *awaitConfig) { c.pollInterval = d }
 }
 
-// Await returns the first resolution event (succeeded, failed_poison or
-// escalated; unknown is not a resolution) of key in the run, including one
+// Await returns the first resolution event (succeeded, failed_poison,
+// escalated, or the approval gate's denied and approval_expired; unknown,
+// approval_requested and approved are not resolutions) of key in the run,
+// including one
 // published before the call: it reads <prefix>.<tenant>.<run_id>.* from the
 // start of the stream with an ordered, ephemeral consumer that it deletes on
 // return. With WithLedger it also returns as soon as the ledger says the key

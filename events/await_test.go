@@ -83,6 +83,19 @@ func TestAwait(t *testing.T) {
 			want:  withKey(5, "k-after", ledger.EventEscalated),
 		},
 		{
+			name: "approval_requested and approved are not resolutions; denied is",
+			key:  "k-gated",
+			after: []ledger.Event{withKey(9, "k-gated", ledger.EventApprovalRequested), withKey(10, "k-gated", ledger.EventApproved),
+				withKey(11, "k-gated", ledger.EventDenied)},
+			want: withKey(11, "k-gated", ledger.EventDenied),
+		},
+		{
+			name:   "approval_expired is a resolution",
+			key:    "k-expired",
+			before: []ledger.Event{withKey(12, "k-expired", ledger.EventApprovalRequested), withKey(13, "k-expired", ledger.EventApprovalExpired)},
+			want:   withKey(13, "k-expired", ledger.EventApprovalExpired),
+		},
+		{
 			name:    "only unknown: times out with ctx",
 			key:     "k-unknown",
 			before:  []ledger.Event{withKey(6, "k-unknown", "unknown")},

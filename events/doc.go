@@ -5,10 +5,23 @@
 //     storage, a 1 h duplicates window (never longer than MaxAge).
 //   - Relay publishes outbox records in commit order on
 //     recon.<tenant>.<run_id>.<status> with Nats-Msg-Id <tenant>:<key>:<status>, and
-//     deletes a record only after its PubAck (a duplicate ack counts).
+//     deletes a record only after its PubAck (a duplicate ack counts). The
+//     statuses are a row's (succeeded, failed_poison, unknown), escalated,
+//     and the approval gate's approval_requested, approved, denied and
+//     approval_expired.
+//   - EnsureWorkStream creates or updates stream RECON_WORK for the
+//     outbox autonomy's work items: subjects recon_work.> (the design's
+//     recon.work.> would overlap RECON's recon.>, which JetStream
+//     refuses), work-queue retention, file storage, the same duplicates
+//     window. The relay publishes a work item (an outbox record of status
+//     queued) there on recon_work.<tenant>.<tool> — a dotted tool makes
+//     several tokens, so a worker subscribes to recon_work.<tenant>.> —
+//     with Nats-Msg-Id <tenant>:<key>, one per key. Relay.route is the one
+//     place an outbox record is mapped to its stream, subject and msg id.
 //   - Await returns the first resolution (succeeded, failed_poison,
-//     escalated) of a key, from the stream and, with WithLedger, from a poll
-//     of the ledger so a lost notification cannot strand a paused run.
+//     escalated, denied, approval_expired) of a key, from the stream and,
+//     with WithLedger, from a poll of the ledger so a lost notification
+//     cannot strand a paused run.
 //   - TenantPermissions is the one statement of what a tenant's runtime
 //     credential may do on the bus (read its own events through a consumer
 //     whose filter it cannot widen; publish nothing), ServicePermissions

@@ -74,6 +74,9 @@ type RelayOptions struct {
 	// Stream the events must land in (the PubAck is refused otherwise);
 	// empty means DefaultStream.
 	Stream string
+	// WorkStream the work items must land in; empty means
+	// DefaultWorkStream.
+	WorkStream string
 	// SubjectPrefix of the event subjects; empty means DefaultSubjectPrefix.
 	SubjectPrefix string
 	Logger        *slog.Logger
@@ -130,6 +133,9 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	}
 	if opts.Stream == "" {
 		opts.Stream = DefaultStream
+	}
+	if opts.WorkStream == "" {
+		opts.WorkStream = DefaultWorkStream
 	}
 	if opts.SubjectPrefix == "" {
 		opts.SubjectPrefix = DefaultSubjectPrefix
@@ -385,7 +391,7 @@ func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until t
 			r.log.Warn("relay lease running out; leaving the rest of the batch", "left", len(recs)-len(done))
 			break
 		}
-		msg, err := r.message(rec.Event)
+		msg, stream, msgID, err := r.message(rec.Event)
 		if err != nil {
 			// Retrying cannot fix it and keeping it would stall every event
 			// behind it; the row itself still holds the truth (Await's
@@ -399,8 +405,8 @@ func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until t
 		// abandoning it would leave the outcome unknown.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
 		ack, err := r.pub.PublishMsg(pctx, msg,
-			jetstream.WithMsgID(rec.Event.MsgID()),
-			jetstream.WithExpectStream(r.opts.Stream))
+			jetstream.WithMsgID(msgID),
+			jetstream.WithExpectStream(stream))
 		cancel()
 		if err != nil {
 			r.met.CountResult(ResultError)
@@ -419,18 +425,31 @@ func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until t
 	return done, nil
 }
 
-// message builds the JetStream message of an event: its subject and the
-// ledger.Event JSON body.
-func (r *Relay) message(ev ledger.Event) (*nats.Msg, error) {
-	subj, err := Subject(r.opts.SubjectPrefix, ev)
+// route is where an outbox record goes: its stream, subject and
+// Nats-Msg-Id. A work item (outbox autonomy) goes to the work stream on
+// <prefix>_work.<tenant>.<tool>, one message per key; every other event
+// to the event stream on <prefix>.<tenant>.<run_id>.<status>.
+func (r *Relay) route(ev ledger.Event) (stream, subject, msgID string, err error) {
+	if ev.Status == ledger.EventQueued {
+		subject, err = WorkSubject(r.opts.SubjectPrefix, ev)
+		return r.opts.WorkStream, subject, ev.MsgID(), err
+	}
+	subject, err = Subject(r.opts.SubjectPrefix, ev)
+	return r.opts.Stream, subject, ev.MsgID(), err
+}
+
+// message builds the JetStream message of an event, the ledger.Event JSON
+// body on route's subject, and returns the stream and msg id it needs.
+func (r *Relay) message(ev ledger.Event) (*nats.Msg, string, string, error) {
+	stream, subj, msgID, err := r.route(ev)
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return nil, "", "", fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}, nil
+	return &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}, stream, msgID, nil
 }
 
 // RelayMetrics receives what the relay observes, for /metrics

@@ -18,7 +18,121 @@ const (
 	// DefaultDuplicates is the stream's de-duplication window: a relay that
 	// republishes an event within it (restart before AckEvents) is stored once.
 	DefaultDuplicates = time.Hour
+	// DefaultWorkStream holds the outbox autonomy's work items (§11).
+	DefaultWorkStream = "RECON_WORK"
 )
+
+// WorkSubjectPrefix is the first token(s) of the work items' subjects for
+// an event subject prefix: <prefix>_work. The design's recon.work.… would
+// sit inside the event stream's recon.> subjects, and JetStream refuses
+// two streams whose subjects overlap; <prefix>_work.> never overlaps
+// <prefix>.>, whatever the tenants and tools are called.
+func WorkSubjectPrefix(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultSubjectPrefix
+	}
+	return prefix + "_work"
+}
+
+// WorkSubject is the subject a work item is published on:
+// <prefix>_work.<tenant>.<tool>. A tool's dots separate subject tokens, so
+// a worker takes a tenant's items with <prefix>_work.<tenant>.>, one
+// vendor's with <prefix>_work.<tenant>.stripe.>, one tool's with its full
+// subject.
+func WorkSubject(prefix string, ev ledger.Event) (string, error) {
+	if prefix == "" {
+		prefix = DefaultSubjectPrefix
+	}
+	if err := ValidSubjectPrefix(prefix); err != nil {
+		return "", err
+	}
+	if ev.Status != ledger.EventQueued || ev.Work == nil {
+		return "", fmt.Errorf("%w: not a work item", ErrInvalidEvent)
+	}
+	if ledger.ValidateToolID(ev.Tenant, ev.Tool) != nil || !ledger.ValidSubjectTokens(ev.Tool) {
+		return "", fmt.Errorf("%w: tenant or tool is not a subject token", ErrInvalidEvent)
+	}
+	if ledger.ValidateKey(ev.Key) != nil {
+		return "", fmt.Errorf("%w: key", ErrInvalidEvent)
+	}
+	return WorkSubjectPrefix(prefix) + "." + ev.Tenant + "." + ev.Tool, nil
+}
+
+// WorkStreamConfig describes the stream that holds work items.
+type WorkStreamConfig struct {
+	// Name is the stream name; empty means DefaultWorkStream.
+	Name string
+	// SubjectPrefix is the event stream's prefix; the work stream takes
+	// WorkSubjectPrefix of it. Empty means DefaultSubjectPrefix.
+	SubjectPrefix string
+	// Duplicates is the de-duplication window; 0 means DefaultDuplicates.
+	Duplicates time.Duration
+	// Replicas as in StreamConfig: 0 keeps an existing stream's count.
+	Replicas int
+}
+
+// EnsureWorkStream creates the work stream, or updates an existing one to
+// what the relay and the workers rely on: subjects <prefix>_work.>,
+// work-queue retention (a message is gone once a worker acks it; one
+// consumer per subject), file storage and the duplicates window, so a
+// relay that publishes a work item twice (msg id <tenant>:<key>) stores it
+// once. Other settings of an existing stream are kept; one with another
+// retention is an error (JetStream cannot change it).
+func EnsureWorkStream(ctx context.Context, js jetstream.JetStream, cfg WorkStreamConfig) (jetstream.Stream, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultWorkStream
+	}
+	if cfg.Duplicates == 0 {
+		cfg.Duplicates = DefaultDuplicates
+	}
+	prefix := WorkSubjectPrefix(cfg.SubjectPrefix)
+	if err := ValidSubjectPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	if cfg.Duplicates < 0 || cfg.Replicas < 0 || cfg.Replicas > 5 {
+		return nil, fmt.Errorf("ensure stream %s: negative duplicates window, or replicas %d not 1 to 5", cfg.Name, cfg.Replicas)
+	}
+	subjects := []string{prefix + ".>"}
+	existing, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.Name,
+			Description: "reconciler work items (outbox autonomy)",
+			Subjects:    subjects,
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.WorkQueuePolicy,
+			Duplicates:  cfg.Duplicates,
+			Replicas:    max(cfg.Replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return EnsureWorkStream(ctx, js, cfg)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ensure stream %s: create: %w", cfg.Name, err)
+		}
+		return s, nil
+	case err != nil:
+		return nil, fmt.Errorf("ensure stream %s: look up: %w", cfg.Name, err)
+	}
+	sc := existing.CachedInfo().Config
+	if sc.Retention != jetstream.WorkQueuePolicy || sc.Storage != jetstream.FileStorage {
+		return nil, fmt.Errorf("ensure stream %s: it has %s retention and %s storage; work items need work-queue retention and file storage (recreate it)",
+			cfg.Name, sc.Retention, sc.Storage)
+	}
+	sc.Subjects, sc.Duplicates = subjects, cfg.Duplicates
+	if sc.MaxAge != 0 && sc.MaxAge < sc.Duplicates {
+		return nil, fmt.Errorf("ensure stream %s: its max age %s is shorter than the duplicates window %s", cfg.Name, sc.MaxAge, sc.Duplicates)
+	}
+	if cfg.Replicas != 0 {
+		sc.Replicas = cfg.Replicas
+	}
+	s, err := js.UpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: update: %w", cfg.Name, err)
+	}
+	return s, nil
+}
 
 // ErrInvalidEvent means an event cannot be turned into a subject (a tenant or
 // run_id that is not a subject token, or a status that is not published).
@@ -146,21 +260,26 @@ func Subject(prefix string, ev ledger.Event) (string, error) {
 	return prefix + "." + ev.Tenant + "." + ev.RunID + "." + ev.Status, nil
 }
 
-// publishedStatus reports whether status is one that goes on the stream.
+// publishedStatus reports whether status is one that goes on the stream:
+// a row status, escalated, or an event of the approval gate.
 func publishedStatus(status string) bool {
 	switch status {
 	case string(ledger.StatusSucceeded), string(ledger.StatusFailedPoison),
-		string(ledger.StatusUnknown), ledger.EventEscalated:
+		string(ledger.StatusUnknown), ledger.EventEscalated,
+		ledger.EventApprovalRequested, ledger.EventApproved, ledger.EventDenied, ledger.EventApprovalExpired:
 		return true
 	}
 	return false
 }
 
 // resolution reports whether status settles a key for a waiting run; unknown
-// only says the outcome is not known yet.
+// only says the outcome is not known yet. A denial and an expiry settle it
+// (the row is failed_poison); a request or a grant do not (the run claims
+// again, or waits on).
 func resolution(status string) bool {
 	switch status {
-	case string(ledger.StatusSucceeded), string(ledger.StatusFailedPoison), ledger.EventEscalated:
+	case string(ledger.StatusSucceeded), string(ledger.StatusFailedPoison), ledger.EventEscalated,
+		ledger.EventDenied, ledger.EventApprovalExpired:
 		return true
 	}
 	return false

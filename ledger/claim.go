@@ -26,6 +26,8 @@ type ClaimRequest struct {
 	ReplayWindow time.Duration
 	// Frozen is true when the kill switch covers this tool or its class.
 	Frozen bool
+	// Gate is what the registry decided for this claim (zero: autonomous).
+	Gate Gate
 }
 
 // Claim is a validated claim, ready for Store.Claim: the row that a proceed
@@ -33,6 +35,14 @@ type ClaimRequest struct {
 type Claim struct {
 	Row    Row
 	Frozen bool
+	Gate   Gate
+	// Worker is set on the outbox worker's claim of a queued key
+	// (WorkerClaim): it never inserts a row, and it takes the first lease
+	// of a queued row, which no agent's claim gets.
+	Worker bool
+	// Intent is the intent's canonical JSON (RFC 8785), which a queued
+	// work item carries to the worker.
+	Intent json.RawMessage
 	At     time.Time
 }
 
@@ -73,7 +83,10 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	if req.ReplayWindow < 0 {
 		return Claim{}, ErrInvalidRequest.With("negative replay window")
 	}
-	fp, err := Fingerprint(req.Intent)
+	if err := req.Gate.Validate(); err != nil {
+		return Claim{}, err
+	}
+	fp, canon, err := fingerprint(req.Intent)
 	if err != nil {
 		return Claim{}, err
 	}
@@ -99,7 +112,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 		e := Expect{Amount: req.Expect.Amount, Currency: strings.ToLower(req.Expect.Currency)}
 		row.Expect = &e
 	}
-	return Claim{Row: row, Frozen: req.Frozen, At: now}, nil
+	return Claim{Row: row, Frozen: req.Frozen, Gate: req.Gate, Intent: canon, At: now}, nil
 }
 
 // NewCompensation builds the claim for compensating orig with action
@@ -151,17 +164,48 @@ type ClaimResult struct {
 	Inserted bool
 	// Changes are the transitions applied from parked orphan events.
 	Changes []Change
+	// Events are outbox records the claim itself writes with the row: the
+	// approval gate's (approval_requested, approval_expired).
+	Events []Event
 }
 
 // DecideClaim applies the design's claim table to the existing row (nil when
 // the key is new). It returns the result and the row to write, or nil when
-// nothing changes. Stores call it inside their transaction.
+// nothing changes; the result's Events go to the outbox with the row.
+// Stores call it inside their transaction.
+//
+// The approval gate (ARCHITECTURE.md §11) adds: a new key whose gate is
+// approval is inserted pending at attempt 0 with its approval requested
+// (await_approval); while it is requested, a claim waits — and once it has
+// expired, the claim expires it (stop, approval_expired); once it is
+// granted, the first claim proceeds (attempt 1, the lease) and the rest
+// wait. Outbox autonomy adds: a new key whose gate is outbox is inserted
+// pending at attempt 0 with one work item in the outbox (queued; it needs
+// the request envelope); the agent's claims of it answer queued until it
+// settles, and only a worker's claim (WorkerClaim) proceeds, once. A row at
+// attempt 0 is never retried: no call was ever granted.
 func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 	p = p.withDefaults()
 	now := c.At.UTC()
 	if existing == nil {
+		if c.Worker {
+			return ClaimResult{}, nil, ErrNotFound // a worker never inserts: it claims a queued row
+		}
 		if c.Frozen {
 			return ClaimResult{Decision: DecisionStop, Code: CodeToolFrozen}, nil, nil
+		}
+		switch c.Gate.Autonomy {
+		case AutonomyApproval:
+			row := awaitingRow(c)
+			e := approvalEvent(&row, EventApprovalRequested, SourceRuntime, now)
+			return ClaimResult{Decision: DecisionAwaitApproval, Row: row.Clone(), Inserted: true, Events: []Event{e}}, &row, nil
+		case AutonomyOutbox:
+			if c.Row.Request == nil {
+				return ClaimResult{}, nil, ErrRequestRequired
+			}
+			row := queuedRow(c, p)
+			e := workEvent(&row, c.Intent, now)
+			return ClaimResult{Decision: DecisionQueued, Row: row.Clone(), Inserted: true, Events: []Event{e}}, &row, nil
 		}
 		// Two copies, as for a retry: a store may change the row it writes
 		// without changing the result it returns.
@@ -185,8 +229,38 @@ func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 		res.Decision = DecisionReplay
 		return res, nil, nil
 	case StatusFailedPoison:
-		res.Decision, res.Code = DecisionStop, CodeFailedPoison
+		res.Decision, res.Code = DecisionStop, stopCode(existing)
 		return res, nil, nil
+	}
+	if c.Worker && existing.Autonomy != AutonomyOutbox {
+		return ClaimResult{}, nil, ErrNotQueued
+	}
+	if existing.Autonomy == AutonomyOutbox {
+		if r, write, done := decideOutboxRow(existing, c, p, res); done {
+			return r, write, nil
+		}
+	}
+	if a := existing.Approval; a != nil && existing.Attempt == 0 && existing.Status == StatusPending {
+		switch a.State {
+		case ApprovalRequested:
+			if now.Before(a.ExpiresAt) {
+				res.Decision = DecisionWait
+				return res, nil, nil
+			}
+			row := existing.Clone()
+			var ch Change
+			expire(&row, &ch, now)
+			return ClaimResult{Decision: DecisionStop, Code: CodeApprovalExpired, Row: row.Clone(), Events: []Event{*ch.Event}}, &row, nil
+		case ApprovalGranted:
+			if c.Frozen {
+				res.Decision = DecisionWait
+				return res, nil, nil
+			}
+			row := existing.Clone()
+			startAttempt(&row, now, p)
+			res.Decision, res.Row = DecisionProceed, row.Clone()
+			return res, &row, nil
+		}
 	}
 	// Pending or unknown. An attempt in flight holds a lease: the design's
 	// table says "pending, younger than pending_until"; the lease also covers
@@ -196,17 +270,22 @@ func DecideClaim(existing *Row, c Claim, p Policy) (ClaimResult, *Row, error) {
 		res.Decision = DecisionWait
 		return res, nil, nil
 	}
-	if !c.Frozen && RetryAllowed(*existing, now) {
+	if !c.Frozen && existing.Attempt > 0 && RetryAllowed(*existing, now) {
 		row := existing.Clone()
-		row.Attempt++
-		row.UpdatedAt = now
-		row.PendingUntil = now.Add(p.PendingTTL)
-		row.NextCheckAt = now.Add(p.Grace)
+		startAttempt(&row, now, p)
 		res.Decision, res.Row = DecisionRetrySameKey, row.Clone()
 		return res, &row, nil
 	}
 	res.Decision = DecisionWait
 	return res, nil, nil
+}
+
+// startAttempt grants row one more attempt at now and takes its lease.
+func startAttempt(row *Row, now time.Time, p Policy) {
+	row.Attempt++
+	row.UpdatedAt = now
+	row.PendingUntil = now.Add(p.PendingTTL)
+	row.NextCheckAt = now.Add(p.Grace)
 }
 
 // RetryAllowed reports whether an open row may be retried with the same key
@@ -218,11 +297,12 @@ func RetryAllowed(r Row, now time.Time) bool {
 		now.Before(r.ReplayWindowUntil) && r.LastHTTPStatus < 500
 }
 
-// afterOrphans recomputes a proceed decision after parked orphan events
-// were applied to the freshly inserted row: a row they settled must not be
-// called again.
+// afterOrphans recomputes a proceed, an await_approval or a queued after
+// parked orphan events were applied to the freshly inserted row: a row they
+// settled must not be called again (nor wait for a human, who cannot
+// decide a row that left pending, nor for a worker).
 func (r *ClaimResult) afterOrphans() {
-	if r.Decision != DecisionProceed {
+	if r.Decision != DecisionProceed && r.Decision != DecisionAwaitApproval && r.Decision != DecisionQueued {
 		return
 	}
 	switch r.Row.Status {

@@ -31,8 +31,22 @@ func EncodeListCursor(tenant string, firstSeen time.Time, key string) string {
 // DecodeListCursor returns the position EncodeListCursor put in cursor for
 // the same tenant. Anything else is ErrInvalidListQuery.
 func DecodeListCursor(tenant, cursor string) (time.Time, string, error) {
+	at, key, err := decodeListPosition(tenant, cursor)
+	if err != nil || ValidateKey(key) != nil {
+		return time.Time{}, "", ErrInvalidListQuery.With("cursor")
+	}
+	return at, key, nil
+}
+
+// maxCursorPos bounds the text part of a cursor's position: a key, or a
+// tenant, a separator and a key (EncodeApprovalCursor).
+const maxCursorPos = MaxIDLen + 1 + MaxKeyLen
+
+// decodeListPosition checks cursor's version and checksum for scope (a
+// tenant, or another cursor's scope) and returns its time and text.
+func decodeListPosition(scope, cursor string) (time.Time, string, error) {
 	bad := ErrInvalidListQuery.With("cursor")
-	if len(cursor) > base64.RawURLEncoding.EncodedLen(1+8+MaxKeyLen+4) {
+	if len(cursor) > base64.RawURLEncoding.EncodedLen(1+8+maxCursorPos+4) {
 		return time.Time{}, "", bad
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -40,11 +54,10 @@ func DecodeListCursor(tenant, cursor string) (time.Time, string, error) {
 		return time.Time{}, "", bad
 	}
 	pos, sum := b[1:len(b)-4], b[len(b)-4:]
-	key := string(pos[8:])
-	if string(sum) != string(listCursorSum(tenant, pos)) || ValidateKey(key) != nil {
+	if string(sum) != string(listCursorSum(scope, pos)) {
 		return time.Time{}, "", bad
 	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(pos[:8]))).UTC(), key, nil
+	return time.Unix(0, int64(binary.BigEndian.Uint64(pos[:8]))).UTC(), string(pos[8:]), nil
 }
 
 func listCursorSum(tenant string, pos []byte) []byte {

@@ -25,6 +25,9 @@ var (
 	// ErrUnavailable means the store cannot serve the call right now (closed,
 	// disk error, lost connection); the caller may retry later.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrToolNotFound means the tenant's registry has no such tool. It
+	// matches ErrNotFound.
+	ErrToolNotFound = fmt.Errorf("%w: no such tool", ErrNotFound)
 )
 
 // ErrInvalid is matched by every *InvalidError: the input was refused

@@ -12,7 +12,8 @@ import (
 type Updater func(ctx context.Context, fn func(Tx) error) error
 
 // Flows gives a store the write methods of Store — Claim, Report, Apply,
-// Ingest, Escalate, Reschedule, RedriveOrphans — from its Updater: each
+// Ingest, Escalate, Reschedule, RedriveOrphans, DecideApproval — from its
+// Updater: each
 // runs the ledger's one flow for it, in one transaction. A store embeds
 // Flows, so a backend writes only its Tx and its Updater (see "For store
 // authors" in the package documentation).
@@ -39,6 +40,11 @@ func (f Flows) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 // Report is Store.Report, run in one transaction.
 func (f Flows) Report(ctx context.Context, tenant, key string, o Outcome) (Row, Change, error) {
 	return f.applyLike(ctx, "report", func(tx Tx) (Row, Change, error) { return reportTx(tx, tenant, key, o, f.Policy) })
+}
+
+// DecideApproval is Store.DecideApproval, run in one transaction.
+func (f Flows) DecideApproval(ctx context.Context, d ApprovalDecision) (Row, Change, error) {
+	return f.applyLike(ctx, "decide approval", func(tx Tx) (Row, Change, error) { return decideApprovalTx(tx, d) })
 }
 
 // Apply is Store.Apply, run in one transaction.

@@ -9,16 +9,22 @@ import (
 // Fingerprint returns the intent fingerprint: hex SHA-256 of the intent's
 // RFC 8785 canonical JSON. The intent must be a JSON object.
 func Fingerprint(intent []byte) (string, error) {
+	fp, _, err := fingerprint(intent)
+	return fp, err
+}
+
+// fingerprint is Fingerprint, and the canonical JSON it hashed.
+func fingerprint(intent []byte) (string, []byte, error) {
 	trimmed := bytes.TrimLeft(intent, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return "", ErrInvalidIntent
+		return "", nil, ErrInvalidIntent
 	}
 	canon, err := Canonicalize(intent)
 	if err != nil {
-		return "", ErrInvalidIntent.With("%v", err)
+		return "", nil, ErrInvalidIntent.With("%v", err)
 	}
 	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:]), canon, nil
 }
 
 // MintKey returns the idempotency key of a business intent:

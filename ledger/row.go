@@ -44,6 +44,12 @@ type Row struct {
 	Request    *Request    `json:"request,omitempty"`
 	Expect     *Expect     `json:"expect,omitempty"`
 	Resolution *Resolution `json:"resolution,omitempty"`
+	// Autonomy is the gate the row was inserted under, when it was not
+	// autonomous: approval (Approval is set) or outbox. Such a row starts
+	// at attempt 0, no vendor call granted, until its approval is granted
+	// or its work item is claimed.
+	Autonomy Autonomy  `json:"autonomy,omitempty"`
+	Approval *Approval `json:"approval,omitempty"`
 	// Alerts records anomalies on this row: a late success, a mismatch, a
 	// failure that arrived after success (recorded, never applied).
 	Alerts []Alert `json:"alerts,omitempty"`
@@ -106,6 +112,10 @@ func (r Row) Clone() Row {
 		res := *r.Resolution
 		c.Resolution = &res
 	}
+	if r.Approval != nil {
+		a := *r.Approval
+		c.Approval = &a
+	}
 	if r.Alerts != nil {
 		c.Alerts = append([]Alert(nil), r.Alerts...)
 	}
@@ -113,7 +123,10 @@ func (r Row) Clone() Row {
 }
 
 // Event is the body of a resolution event: one outbox record, published on
-// NATS as recon.<tenant>.<run_id>.<status>.
+// NATS as recon.<tenant>.<run_id>.<status>. Status is a row status, or one
+// of the events EventEscalated, EventApprovalRequested, EventApproved,
+// EventDenied and EventApprovalExpired — or EventQueued, a work item,
+// which goes to the work stream instead.
 type Event struct {
 	Key        string `json:"key"`
 	Tenant     string `json:"tenant"`
@@ -129,6 +142,11 @@ type Event struct {
 	// PagedAt is set when a human was paged for this row; a settling event
 	// with it tells the pager to resolve the page (same dedup key).
 	PagedAt time.Time `json:"paged_at,omitzero"`
+	// Approval is the row's approval record, on the approval gate's
+	// events (approval_requested, approved, denied, approval_expired).
+	Approval *Approval `json:"approval,omitempty"`
+	// Work is the work item of a queued key (status EventQueued).
+	Work *WorkItem `json:"work,omitempty"`
 }
 
 // EventEscalated is the event status published when a row is paged.
@@ -138,8 +156,14 @@ const EventEscalated = "escalated"
 // so a relay that publishes twice is stored once. The tenant is part of it
 // because a business key may exist in two tenants: with <key>:<status>
 // alone (docs/architecture.md §6), the second tenant's resolution inside the
-// duplicates window was dropped as a duplicate of the first's.
-func (e Event) MsgID() string { return e.Tenant + ":" + e.Key + ":" + e.Status }
+// duplicates window was dropped as a duplicate of the first's. A work item
+// is <tenant>:<key> (§11): one per key, on a stream of its own.
+func (e Event) MsgID() string {
+	if e.Status == EventQueued {
+		return e.Tenant + ":" + e.Key
+	}
+	return e.Tenant + ":" + e.Key + ":" + e.Status
+}
 
 // OutboxRecord is an Event waiting to be published, in commit order.
 type OutboxRecord struct {

@@ -24,6 +24,9 @@ func fullRow() ledger.Row {
 		Expect:     &ledger.Expect{Amount: 1050, Currency: "usd"},
 		Resolution: &ledger.Resolution{Source: ledger.SourceWebhook, VendorEventID: "evt_1", Actor: "a", Note: "n", At: t0},
 		Alerts:     []ledger.Alert{{Kind: ledger.AlertLateSuccess, Source: ledger.SourceWebhook, VendorEventID: "evt_1", Detail: "d", At: t0}},
+		Autonomy:   ledger.AutonomyApproval,
+		Approval: &ledger.Approval{ID: ledger.ApprovalID("acme", vecKeyAcme), State: ledger.ApprovalGranted, Reason: "policy: false",
+			RequestedAt: t0, ExpiresAt: t0.Add(24 * time.Hour), RequestedBy: "tok_1", Actor: "alice", Note: "ok", DecidedBy: "tok_2", DecidedAt: t0.Add(time.Minute)},
 	}
 }
 
@@ -44,6 +47,7 @@ func TestRowCloneIsDeep(t *testing.T) {
 	c.Resolution.Note = "changed"
 	c.Alerts[0].Detail = "changed"
 	c.Alerts = append(c.Alerts, ledger.Alert{Kind: ledger.AlertMismatch})
+	c.Approval.State = ledger.ApprovalDenied
 	if !reflect.DeepEqual(orig, want) {
 		t.Fatalf("changing the clone changed the original:\n got %+v\nwant %+v", orig, want)
 	}
@@ -122,7 +126,7 @@ func TestRowJSONRoundTrip(t *testing.T) {
 		`"vendor"`, `"tool_class"`, `"status"`, `"attempt"`, `"upstream_receipt_id"`, `"idempotent_replayed"`,
 		`"vendor_should_retry"`, `"last_http_status"`, `"first_seen_at"`, `"updated_at"`, `"succeeded_at"`, `"paged_at"`,
 		`"pending_until"`, `"replay_window_until"`, `"next_check_at"`, `"compensation_of"`, `"compensation_action"`,
-		`"request"`, `"expect"`, `"resolution"`, `"alerts"`,
+		`"request"`, `"expect"`, `"resolution"`, `"alerts"`, `"autonomy"`, `"approval"`,
 	} {
 		if !strings.Contains(string(b), name+":") {
 			t.Errorf("row JSON has no %s member: %s", name, b)

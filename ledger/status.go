@@ -50,9 +50,14 @@ const (
 	DecisionRetrySameKey Decision = "retry_same_key"
 	// DecisionStop: do not call; see the ClaimResult code for why.
 	DecisionStop Decision = "stop"
+	// DecisionAwaitApproval: the tool needs a human's approval; a row was
+	// inserted with its approval requested. Call nothing; claim again
+	// (or wait for the approved event) once a human decided.
+	DecisionAwaitApproval Decision = "await_approval"
 )
 
-// Stop codes carried by a DecisionStop.
+// Stop codes carried by a DecisionStop (and CodeApprovalDenied,
+// CodeApprovalExpired of the approval gate).
 const (
 	CodeToolFrozen   = "tool_frozen"
 	CodeFailedPoison = "failed_poison"

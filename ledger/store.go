@@ -18,6 +18,8 @@ type Store interface {
 	Schedule
 	Outbox
 	Freezes
+	Tools
+	Approvals
 	Counts
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error

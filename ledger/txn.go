@@ -37,6 +37,10 @@ type Tx interface {
 	// with deliveries parked under them, starting after the local id after
 	// ("": from the first).
 	OrphanLocalIDs(after string, limit int) ([]string, error)
+	// RowByApproval returns the row holding the approval with this id, as
+	// GetRow would (locked for the transaction), or ErrApprovalNotFound.
+	// PutRow keeps the approval id index in step, like the local id's.
+	RowByApproval(id string) (Row, error)
 }
 
 // claimTx runs a claim inside tx.
@@ -47,6 +51,9 @@ func claimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 		return ClaimResult{}, err
 	}
 	if err := ValidateKey(c.Row.Key); err != nil {
+		return ClaimResult{}, err
+	}
+	if err := c.Gate.Validate(); err != nil {
 		return ClaimResult{}, err
 	}
 	if c.Row.CompensationOf != "" {
@@ -80,6 +87,11 @@ func claimTx(tx Tx, c Claim, p Policy) (ClaimResult, error) {
 	}
 	if err := tx.PutRow(existing, *write); err != nil {
 		return ClaimResult{}, err
+	}
+	for _, e := range res.Events {
+		if err := tx.AppendOutbox(e); err != nil {
+			return ClaimResult{}, err
+		}
 	}
 	if !res.Inserted {
 		return res, nil
@@ -222,6 +234,35 @@ func applyTx(tx Tx, tenant, key string, ev Evidence, p Policy) (Row, Change, err
 	ch, err := applyWrite(tx, &old, &row, ev, p)
 	if err != nil {
 		return Row{}, Change{}, err
+	}
+	return row, ch, nil
+}
+
+// decideApprovalTx applies an approval decision inside tx: the row, and
+// its outbox record when the decision writes one.
+func decideApprovalTx(tx Tx, d ApprovalDecision) (Row, Change, error) {
+	if err := d.Validate(); err != nil {
+		return Row{}, Change{}, err
+	}
+	old, err := tx.RowByApproval(d.ID)
+	if err != nil {
+		return Row{}, Change{}, err
+	}
+	row := old.Clone()
+	ch, err := DecideApproval(&row, d)
+	if err != nil {
+		return Row{}, Change{}, err
+	}
+	if row.Approval.State == old.Approval.State {
+		return old, ch, nil // an expiry that found nothing to expire
+	}
+	if err := tx.PutRow(&old, row); err != nil {
+		return Row{}, Change{}, err
+	}
+	if ch.Event != nil {
+		if err := tx.AppendOutbox(*ch.Event); err != nil {
+			return Row{}, Change{}, err
+		}
 	}
 	return row, ch, nil
 }

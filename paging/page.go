@@ -71,6 +71,23 @@ func DedupKey(tenant, key string) string {
 	return DedupPrefix + "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// approvalSuffix ends the dedup key of a row's approval request.
+const approvalSuffix = ":approval"
+
+// ApprovalDedupKey returns the dedup key of the approval request of a
+// ledger row: "recon:<tenant>:<key>:approval", apart from the row's own
+// page (DedupKey), so asking a human to approve and paging one about the
+// row never fold into one alert. A key too long is hashed as DedupKey
+// hashes it.
+func ApprovalDedupKey(tenant, key string) string {
+	id := tenant + ":" + key
+	if len(DedupPrefix)+len(id)+len(approvalSuffix) <= MaxDedupKeyLen {
+		return DedupPrefix + id + approvalSuffix
+	}
+	sum := sha256.Sum256([]byte(id))
+	return DedupPrefix + "sha256:" + hex.EncodeToString(sum[:]) + approvalSuffix
+}
+
 // normalize fills defaults, cuts the summary and validates the page.
 func (p Page) normalize() (Page, error) {
 	if p.DedupKey == "" || len(p.DedupKey) > MaxDedupKeyLen {

@@ -233,6 +233,22 @@ func TestDedupKey(t *testing.T) {
 	})
 }
 
+func TestApprovalDedupKey(t *testing.T) {
+	if got := paging.ApprovalDedupKey("acme", "abc"); got != "recon:acme:abc:approval" {
+		t.Errorf("ApprovalDedupKey = %q", got)
+	}
+	if paging.ApprovalDedupKey("acme", "abc") == paging.DedupKey("acme", "abc") {
+		t.Error("a row's approval request and its page share a dedup key")
+	}
+	// 244 fits DedupKey but not with the suffix: hashed, still apart from the page's.
+	key := strings.Repeat("k", 244)
+	got := paging.ApprovalDedupKey("acme", key)
+	if len(got) > paging.MaxDedupKeyLen || !strings.HasPrefix(got, "recon:sha256:") || !strings.HasSuffix(got, ":approval") ||
+		got != paging.ApprovalDedupKey("acme", key) || got == paging.ApprovalDedupKey("globex", key) {
+		t.Errorf("ApprovalDedupKey(long) = %q", got)
+	}
+}
+
 func TestWebhook(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -320,7 +320,8 @@ func (o *outcome) failVendor(err error) outcome {
 	return o.fail(err)
 }
 
-// resolve follows docs/architecture.md §7b for one due row:
+// resolve follows docs/architecture.md §7b for one due row (a row at attempt
+// 0, never called, is only rescheduled):
 //  1. a receipt id is known: retrieve the object; its state decides;
 //  2. else look the row up by metadata_local_id; a miss counts as absence
 //     only SearchLag after the last attempt could have reached the vendor;
@@ -329,6 +330,18 @@ func (o *outcome) failVendor(err error) outcome {
 //  4. window closed (or nothing else left) and still not known: page once.
 func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now time.Time) outcome {
 	var out outcome
+	if row.Status == ledger.StatusPending && row.Attempt == 0 {
+		// No vendor call was ever granted (an approval that waits, or was
+		// granted but not yet claimed; a work item no worker has taken):
+		// nothing to look up, and a replay would be the very call a human
+		// has to allow, or the worker's to make. The expiry job settles a
+		// request; look again when it is due, or after the longest backoff.
+		out.next = now.Add(r.opts.MaxBackoff)
+		if a := row.Approval; a != nil && a.State == ledger.ApprovalRequested && a.ExpiresAt.After(now) {
+			out.next = a.ExpiresAt.Add(jitter(r.opts.MinBackoff))
+		}
+		return out
+	}
 	inFlight := now.Before(row.PendingUntil)
 	// A row the lookup cannot decide — the vendor keeps failing (a
 	// restricted key, an unknown object kind) or its object never settles

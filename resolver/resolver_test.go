@@ -951,3 +951,41 @@ func TestPayPalOrdersRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestNeverCalledRowIsLeftAlone: a row inserted behind the approval gate
+// (attempt 0: no call granted) is neither looked up, replayed nor paged,
+// however long it waits, even with a replayable request stored; once the
+// grant's claim starts an attempt, the row is the resolver's as any other.
+func TestNeverCalledRowIsLeftAlone(t *testing.T) {
+	e := newEnv(t, false)
+	c, err := ledger.NewClaim(ledger.ClaimRequest{
+		Tenant: tenant, RunID: "run1", Tool: "stripe.v1.payment_intents", Vendor: "stripe",
+		ToolClass: ledger.ClassWriteIdempotent, Intent: json.RawMessage(`{"n":1}`), ReplayWindow: 2 * time.Hour,
+		Gate: ledger.Gate{Autonomy: ledger.AutonomyApproval, Reason: "checklist not complete", ApprovalTTL: 30 * time.Minute},
+	}, policy, e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Row.Request = &ledger.Request{Method: "POST", Path: "/v1/payment_intents", ContentType: "application/x-www-form-urlencoded", Body: piBody(c.Row.MetadataLocalID)}
+	res, err := e.store.Claim(context.Background(), c)
+	if err != nil || res.Decision != ledger.DecisionAwaitApproval {
+		t.Fatalf("gated claim: %s %v", res.Decision, err)
+	}
+	row := res.Row
+	for range 6 {
+		e.clock.Advance(10 * time.Minute)
+		e.pass()
+	}
+	if got := e.get(row); got.Status != ledger.StatusPending || got.Attempt != 0 || !got.PagedAt.IsZero() || !got.NextCheckAt.After(e.clock.Now()) {
+		t.Fatalf("row after passes: %s attempt %d paged %v next %v", got.Status, got.Attempt, got.PagedAt, got.NextCheckAt)
+	}
+	if n := e.stripe.Count("POST"); n != 0 {
+		t.Fatalf("%d vendor POSTs for a row never called", n)
+	}
+	if n := e.stripe.Count("GET"); n != 0 {
+		t.Fatalf("%d vendor lookups for a row never called", n)
+	}
+	if n := len(e.pd.got("trigger")); n != 0 {
+		t.Fatalf("%d pages for a row waiting for approval", n)
+	}
+}

@@ -84,6 +84,9 @@ internal events/natsserver        # nats-server only: no project package
 internal events/eventsprom internal/promreg
 internal api ledger matcher resolver apierror internal/promreg
 internal freeze ledger
+internal policy ledger
+internal approvals ledger paging
+internal registry ledger policy
 internal client ledger events apierror
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
 # The load program (cmd/httpload: flags and the load code).

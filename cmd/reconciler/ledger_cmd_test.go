@@ -172,6 +172,9 @@ func TestLedgerShowEveryField(t *testing.T) {
 		Expect:     &ledger.Expect{Amount: 5, Currency: "usd"},
 		Resolution: &ledger.Resolution{Source: ledger.SourceHuman, VendorEventID: "evt", Actor: "ann", Note: "line1\nline2\x1b[31m", At: ledgerT0},
 		Alerts:     []ledger.Alert{{Kind: ledger.AlertMismatch, Source: ledger.SourceWebhook, VendorEventID: "evt2", Detail: "d", At: ledgerT0}},
+		Autonomy:   ledger.AutonomyApproval,
+		Approval: &ledger.Approval{ID: "ap_1", State: ledger.ApprovalGranted, Reason: "policy: false", RequestedAt: ledgerT0, ExpiresAt: ledgerT0,
+			RequestedBy: "tok_a", Actor: "ann", Note: "ok", DecidedBy: "tok_b", DecidedAt: ledgerT0},
 	}
 	rowJSON, err := json.Marshal(row)
 	if err != nil {

@@ -38,6 +38,7 @@ var fullEnv = map[string]string{
 	"RESEND_WEBHOOK_SECRET":  "whsec_U2VLckV0LTAwMDY=", // base64 of "SeKrEt-0006"
 	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
 	"SLACK_HOOK_SECRET":      "SeKrEt0008",
+	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
 }
 
 // mapEnv is an injected environment.
@@ -193,6 +194,9 @@ func TestMainServe(t *testing.T) {
 		want any
 	}{
 		{"tenant token", cfg["tenants"].([]any)[0].(map[string]any)["tokens"], []any{config.RedactedText}},
+		{"approver token", cfg["tenants"].([]any)[0].(map[string]any)["approver_tokens"], []any{config.RedactedText}},
+		{"approvals shown", cfg["approvals"], map[string]any{"ttl": "12h"}},
+		{"registry shown", cfg["registry"], map[string]any{"strict": "true"}},
 		{"admin token", cfg["admin_tokens"], []any{config.RedactedText}},
 		{"stripe api key", cfg["stripe"].(map[string]any)["api_key"], config.RedactedText},
 		{"paypal client secret from env", cfg["paypal"].(map[string]any)["client_secret"], config.RedactedText},

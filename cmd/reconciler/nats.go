@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/approvals"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
@@ -70,10 +71,12 @@ func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream
 }
 
 // natsScope is what the NATS permissions are about: serve's stream, its
-// subject prefix and the service's durable consumer on it.
+// subject prefix and the service's durable consumers on it (the page
+// resolver's and the approval notifier's: a tenant who knew a durable's name
+// could otherwise pull the service's own deliveries).
 func natsScope(cfg config.Config) events.PermissionScope {
 	return events.PermissionScope{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
-		ServiceConsumers: []string{resolver.DefaultPageConsumer}}
+		ServiceConsumers: []string{resolver.DefaultPageConsumer, approvals.DefaultNotifierConsumer}}
 }
 
 // natsUsers are the embedded server's users: every NATS key of every

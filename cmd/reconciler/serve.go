@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/approvals"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/eventsprom"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/postgres"
 	"github.com/agentledger/reconciler/paging"
+	"github.com/agentledger/reconciler/registry"
 	"github.com/agentledger/reconciler/resolver"
 	"github.com/agentledger/reconciler/webhooks"
 )
@@ -52,13 +54,18 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
+	// The outbox autonomy's work items, beside the events (subjects
+	// <prefix>_work.>, which do not overlap <prefix>.>).
+	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
+		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
+	}
 
 	relayMetrics, err := eventsprom.NewRelayMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
-		Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Stream: cfg.Events.Stream, WorkStream: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix,
 		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now,
 	})
 	if err != nil {
@@ -85,7 +92,19 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	}
 	m.goUntilClose(stageResolver, "freeze-refresh", kill.Run)
 
-	if err := m.startResolver(st, js, reg, kill.Frozen); err != nil {
+	// The tool registry, likewise: loaded before the API serves, refreshed
+	// every 2 s so replicas follow each other's registrations.
+	tools := registry.New(st, registry.Options{Logger: log.With("component", "registry")})
+	if err := tools.Load(ctx); err != nil {
+		return nil, fmt.Errorf("tool registry: %w", err)
+	}
+	m.goUntilClose(stageResolver, "registry-refresh", tools.Run)
+
+	pagers, err := m.pagers()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver); err != nil {
 		return nil, err
 	}
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
@@ -93,14 +112,18 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	})
 
 	srv, err := api.New(api.Options{
-		KillSwitch:   kill,
-		Store:        st,
-		Tokens:       cfg.TokenTenants(),
-		AdminTokens:  cfg.AdminTokens,
-		BodyLimit:    int64(cfg.BodyLimit),
-		Policy:       cfg.Policy(),
-		ReplayWindow: cfg.ReplayWindow,
-		WakeRelay:    relay.Wake,
+		KillSwitch:     kill,
+		Registry:       tools,
+		Store:          st,
+		Tokens:         cfg.TokenTenants(),
+		AdminTokens:    cfg.AdminTokens,
+		ApproverTokens: cfg.ApproverTokens(),
+		ApprovalTTL:    cfg.Approvals.TTL,
+		StrictRegistry: cfg.Registry.Strict,
+		BodyLimit:      int64(cfg.BodyLimit),
+		Policy:         cfg.Policy(),
+		ReplayWindow:   cfg.ReplayWindow,
+		WakeRelay:      relay.Wake,
 		Ready: []api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
 				_, err := st.Get(ctx, config.DefaultTenant, "readyz")
@@ -123,6 +146,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.startApprovals(st, js, srv.Signal, pagers.approvals)
 
 	wo, err := webhookOptions(cfg)
 	if err != nil {
@@ -222,26 +246,62 @@ func (m *Main) NATSURL() string {
 	return m.natsURL
 }
 
+// servePagers are the pagers of the two kinds of page: the resolver pages
+// one pager (PagerDuty when configured, else the generic webhook, else the
+// log); an approval request notifies the generic webhook and PagerDuty,
+// each when configured (at severity info: PagerDuty's low urgency), or the
+// log when neither is.
+type servePagers struct {
+	resolver  resolver.Pager
+	approvals []approvals.Pager
+}
+
+func (m *Main) pagers() (servePagers, error) {
+	cfg, log := m.Config, m.Logger
+	logPager := paging.NewLog(log.With("component", "paging"))
+	out := servePagers{resolver: logPager}
+	if cfg.Paging.Webhook.URL != "" {
+		wh, err := paging.NewWebhook(paging.WebhookOptions{URL: cfg.Paging.Webhook.URL})
+		if err != nil {
+			return servePagers{}, fmt.Errorf("paging: %w", err)
+		}
+		out.resolver = wh
+		out.approvals = append(out.approvals, wh)
+	}
+	if cfg.Paging.PagerDuty.RoutingKey != "" {
+		pd, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: cfg.Paging.PagerDuty.URL, RoutingKey: cfg.Paging.PagerDuty.RoutingKey})
+		if err != nil {
+			return servePagers{}, fmt.Errorf("paging: %w", err)
+		}
+		out.resolver = pd
+		out.approvals = append(out.approvals, pd)
+	}
+	if len(out.approvals) == 0 {
+		out.approvals = []approvals.Pager{logPager}
+	}
+	return out, nil
+}
+
+// startApprovals runs the approval gate's background work: the expiry job
+// (every replica runs one; an expiry is a conditional update) and the
+// notifier, a durable JetStream consumer the replicas share. wake tells
+// the API an expired row changed, so its long polls answer at once.
+func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func(tenant, key string), pagers []approvals.Pager) {
+	cfg, log := m.Config, m.Logger
+	x := approvals.NewExpirer(st, approvals.ExpirerOptions{Now: m.Now, Logger: log.With("component", "approvals"), Expired: wake})
+	m.goUntilClose(stageResolver, "approval-expiry", x.Run)
+	n := approvals.NewNotifier(approvals.NotifierOptions{
+		Pagers: pagers, Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Logger: log.With("component", "approval-notifier"),
+	})
+	m.goUntilClose(stageResolver, "approval-notifier", func(ctx context.Context) error { return n.Consume(ctx, js) })
+}
+
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool) error {
+func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager) error {
 	cfg, log := m.Config, m.Logger
-	var pager resolver.Pager = paging.NewLog(log.With("component", "paging"))
-	switch {
-	case cfg.Paging.PagerDuty.RoutingKey != "":
-		pd, err := paging.NewPagerDuty(paging.PagerDutyOptions{URL: cfg.Paging.PagerDuty.URL, RoutingKey: cfg.Paging.PagerDuty.RoutingKey})
-		if err != nil {
-			return fmt.Errorf("paging: %w", err)
-		}
-		pager = pd
-	case cfg.Paging.Webhook.URL != "":
-		wh, err := paging.NewWebhook(paging.WebhookOptions{URL: cfg.Paging.Webhook.URL})
-		if err != nil {
-			return fmt.Errorf("paging: %w", err)
-		}
-		pager = wh
-	}
 	lookups := map[string]resolver.Lookup{}
 	if cfg.Stripe.APIKey != "" {
 		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey,

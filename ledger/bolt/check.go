@@ -20,7 +20,9 @@ const maxProblems = 20
 // that every index agrees with the rows: each row is reachable by its local
 // id and through the key index; the due index holds exactly the open rows
 // under their next_check_at; by_time holds exactly one entry per row under
-// its first_seen_at; no index entry dangles. It also checks that the inbox
+// its first_seen_at; every approval is found by its id, and the approval
+// indexes hold exactly the open approvals under their expiry; no index
+// entry dangles. It also checks that the inbox
 // and its time index agree and that every outbox and orphan record decodes.
 //
 // Dangling entries are found by counting: every row's expected entry is
@@ -37,7 +39,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 		if v := b(bucketMeta).Get(metaSchemaVersion); string(v) != strconv.Itoa(schemaVersion) {
 			report("meta: schema_version %q, want %d", v, schemaVersion)
 		}
-		var rowsN, openN, keyedN int
+		var rowsN, openN, keyedN, approvalsN, openApprovalsN int
 		byStatus := map[ledger.Status]int64{}
 		lids, keys, due, byTime := b(bucketLocalIDs), b(bucketKeys), b(bucketDue), b(bucketByTime)
 		c := b(bucketRows).Cursor()
@@ -78,6 +80,18 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			if byTime.Get(byTimeKey(&r)) == nil {
 				ok = report("row %q: missing from by_time at %s", k, r.FirstSeenAt)
 			}
+			if r.Approval != nil {
+				approvalsN++
+				if got := b(bucketApprovals).Get([]byte(r.Approval.ID)); !bytes.Equal(got, k) {
+					ok = report("row %q: approval %s points to %q", k, r.Approval.ID, got)
+				}
+			}
+			if r.ApprovalOpen() {
+				openApprovalsN++
+				if b(bucketApprovalsDue).Get(approvalDueKey(&r)) == nil || b(bucketApprovalsByTenant).Get(approvalTenantKey(&r)) == nil {
+					ok = report("row %q: open approval missing from the approval indexes at %s", k, r.Approval.ExpiresAt)
+				}
+			}
 			if !ok {
 				return nil
 			}
@@ -85,7 +99,8 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 		for _, idx := range []struct {
 			name []byte
 			want int
-		}{{bucketLocalIDs, rowsN}, {bucketKeys, keyedN}, {bucketDue, openN}, {bucketByTime, rowsN}} {
+		}{{bucketLocalIDs, rowsN}, {bucketKeys, keyedN}, {bucketDue, openN}, {bucketByTime, rowsN},
+			{bucketApprovals, approvalsN}, {bucketApprovalsDue, openApprovalsN}, {bucketApprovalsByTenant, openApprovalsN}} {
 			if got := b(idx.name).Stats().KeyN; got != idx.want {
 				if !report("%s: %d entries, want %d (dangling entries)", idx.name, got, idx.want) {
 					return nil

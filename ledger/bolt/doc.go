@@ -26,7 +26,11 @@
 //	inbox_by_time  first_seen ‖ vendor \x00 event id    → (PruneInbox is O(pruned))
 //	orphans        local id \x00 vendor \x00 event id   → ledger.Delivery
 //	freezes        tenant \x00 tool or class            → ledger.Freeze (the kill switch)
-//	meta           schema_version                       → "1"
+//	tools          tenant \x00 name                     → ledger.Tool (the tool registry)
+//	approvals      approval id                          → tenant \x00 key
+//	approvals_due  expires_at ‖ tenant \x00 key         → (open approvals only: the expiry job)
+//	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
+//	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts
 //
@@ -38,10 +42,9 @@
 // bbolt has one writer at a time and each commit costs two fdatasyncs
 // (pages, then the meta page), so a commit per call would cap the store at
 // a few hundred writes a second. Every write (Claim, Report, Apply, Ingest,
-// Escalate, Reschedule, AckEvents, PruneInbox, PutFreeze, DeleteFreeze) is
-// instead an op — a closure
-// over ledger.Tx that is deterministic and safe to run again — queued for
-// one committer goroutine. The committer takes everything queued (up to
+// Escalate, Reschedule, DecideApproval, AckEvents, PruneInbox, PutFreeze,
+// DeleteFreeze, PutTool, DeleteTool) is instead an op — a closure over ledger.Tx that is
+// deterministic and safe to run again — queued for one committer goroutine. The committer takes everything queued (up to
 // Options.MaxGroup), runs the ops one after another in ONE db.Update and,
 // as soon as that commit returns, delivers every answer and starts the next
 // group with whatever queued meanwhile. There is no timer: bbolt's db.Batch
@@ -72,8 +75,8 @@
 // waits for the durable answer (at most one commit), because the write may
 // commit and a caller must never be told it did not.
 //
-// Reads (Get, List, Due, PendingEvents, ListFreezes, CountRows,
-// CheckConsistency) are bbolt read
+// Reads (Get, List, Due, PendingEvents, ListFreezes, GetTool, ListTools,
+// GetApproval, ListApprovals, CountRows, CheckConsistency) are bbolt read
 // transactions on the last committed snapshot and never queue behind the
 // committer. bbolt options: the map freelist and NoFreelistSync (the
 // freelist is rebuilt on open instead of written on every commit), and a

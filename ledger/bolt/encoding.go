@@ -24,6 +24,11 @@ var (
 	bucketOrphans     = []byte("orphans")       // local id \x00 vendor \x00 event id → JSON ledger.Delivery
 	bucketMeta        = []byte("meta")          // schema_version → decimal
 	bucketFreezes     = []byte("freezes")       // tenant \x00 target → {"v":1,"freeze":{…}} (freeze.go)
+	bucketTools       = []byte("tools")         // tenant \x00 name → {"v":1,"tool":{…}} (tools.go)
+	// The approval gate's indexes, kept by PutRow (approvals.go).
+	bucketApprovals         = []byte("approvals")           // approval id → tenant \x00 key
+	bucketApprovalsDue      = []byte("approvals_due")       // be64(expires_at) ‖ tenant \x00 key → empty; open approvals only
+	bucketApprovalsByTenant = []byte("approvals_by_tenant") // tenant \x00 be64(expires_at) ‖ key → empty; open approvals only
 )
 
 // allBuckets is an array, so a transaction's handle cache can be sized by
@@ -32,7 +37,7 @@ var (
 var allBuckets = [...][]byte{
 	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
-	bucketFreezes,
+	bucketFreezes, bucketTools, bucketApprovals, bucketApprovalsDue, bucketApprovalsByTenant,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.
@@ -41,7 +46,13 @@ var metaSchemaVersion = []byte("schema_version")
 // schemaVersion is the layout this build writes. A file with a higher
 // version was written by a newer build whose layout this one cannot know, so
 // Open refuses it rather than corrupt it.
-const schemaVersion = 1
+//
+// Version 2 added the approval gate: rows with an approval, kept in step
+// with the approvals buckets. An older build would rewrite such a row
+// without its approval (and its attempt-0 gate) and skip the indexes, so
+// it must refuse the file; Open upgrades a version-1 file in place (it
+// holds no approvals, so the new buckets start empty and consistent).
+const schemaVersion = 2
 
 // rowVersion is the version of the JSON envelope of one row.
 const rowVersion = 1

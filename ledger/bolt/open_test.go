@@ -3,8 +3,10 @@ package bolt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,9 +41,10 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		wantErr error
 		wantMsg string
 	}{
-		{"newer", "2", ErrSchemaTooNew, "file has 2, this build reads up to 1"},
+		{"newer", strconv.Itoa(schemaVersion + 1), ErrSchemaTooNew, fmt.Sprintf("file has %d, this build reads up to %d", schemaVersion+1, schemaVersion)},
 		{"garbage", "two", nil, "schema version"},
-		{"current", "1", nil, ""},
+		{"current", strconv.Itoa(schemaVersion), nil, ""},
+		{"older", "1", nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +64,10 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 					t.Fatalf("open: %v", err)
 				}
 				s.Close()
+				// An older file is upgraded in place.
+				if got := getMeta(t, path); got != strconv.Itoa(schemaVersion) {
+					t.Errorf("schema_version after open = %q, want %d", got, schemaVersion)
+				}
 				return
 			}
 			if err == nil {

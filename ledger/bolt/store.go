@@ -197,7 +197,9 @@ func initSchema(db *bolt.DB) error {
 			}
 		}
 		m := tx.Bucket(bucketMeta)
-		if m.Get(metaSchemaVersion) == nil {
+		if n, ok, err := readVersion(tx); err != nil {
+			return err
+		} else if !ok || n < schemaVersion {
 			if err := m.Put(metaSchemaVersion, []byte(strconv.Itoa(schemaVersion))); err != nil {
 				return err
 			}

@@ -103,7 +103,8 @@ func keyIndexed(row *ledger.Row) bool {
 }
 
 // PutRow writes row and moves its index entries: local id, key→tenant,
-// due (open rows only, keyed by next_check_at) and by_time (first_seen_at).
+// due (open rows only, keyed by next_check_at), the approval indexes and
+// by_time (first_seen_at).
 // old must be the row as read in this transaction, nil for an insert.
 func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
@@ -173,6 +174,10 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 		if err := due.Put(newDue, nil); err != nil {
 			return fmt.Errorf("put row: %w", err)
 		}
+	}
+
+	if err := t.putApprovalIndexes(old, &row, rk); err != nil {
+		return fmt.Errorf("put row: %w", err)
 	}
 
 	bt := t.bucket(bucketByTime)

@@ -44,7 +44,7 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 }
 
 func (st *state) checkRows(report func(string, ...any)) {
-	wantDue := 0
+	wantDue, wantApprovals, wantOpen := 0, 0, 0
 	wantSeen := map[string]int{}
 	wantTenants := map[string]int{}
 	for id, r := range st.rows {
@@ -72,6 +72,24 @@ func (st *state) checkRows(report func(string, ...any)) {
 			report("first_seen index: %v missing", id)
 		}
 		wantSeen[r.Tenant]++
+		if r.Approval != nil {
+			wantApprovals++
+			if got, ok := st.approvals[r.Approval.ID]; !ok || got != id {
+				report("approval index: %s → %v, want %v", r.Approval.ID, got, id)
+			}
+		}
+		if r.ApprovalOpen() {
+			wantOpen++
+			if _, found := slices.BinarySearchFunc(st.open, approvalEntry{r.Approval.ExpiresAt, id}, compareApproval); !found {
+				report("open approvals: %v missing", id)
+			}
+		}
+	}
+	if len(st.approvals) != wantApprovals {
+		report("approval index: %d entries for %d rows with an approval", len(st.approvals), wantApprovals)
+	}
+	if len(st.open) != wantOpen || !slices.IsSortedFunc(st.open, compareApproval) {
+		report("open approvals: %d entries for %d open approvals (sorted=%v)", len(st.open), wantOpen, slices.IsSortedFunc(st.open, compareApproval))
 	}
 	if len(st.byLocalID) != len(st.rows) {
 		report("local id index: %d entries for %d rows", len(st.byLocalID), len(st.rows))

@@ -66,6 +66,23 @@ func compareInbox(a, b inboxEntry) int {
 	return strings.Compare(a.id.eventID, b.id.eventID)
 }
 
+// approvalEntry is one open approval, ordered by expires_at, then tenant
+// and key (ledger.CompareApprovals).
+type approvalEntry struct {
+	at time.Time
+	id rowID
+}
+
+func compareApproval(a, b approvalEntry) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.id.tenant, b.id.tenant); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id.key, b.id.key)
+}
+
 // sortedInsert adds v to the sorted slice s (a no-op when it is present).
 func sortedInsert[T any](s []T, v T, compare func(a, b T) int) []T {
 	i, found := slices.BinarySearchFunc(s, v, compare)

@@ -36,7 +36,10 @@ type state struct {
 	inbox      map[inboxID]ledger.InboxRecord
 	inboxOrder []inboxEntry
 	orphans    map[string][]ledger.Delivery // local id → parked deliveries, oldest first
+	approvals  map[string]rowID             // approval id → row (approvals.go)
+	open       []approvalEntry              // open approvals by expiry (Row.ApprovalOpen)
 	freezes    map[freezeID]ledger.Freeze   // the kill switch (freeze.go); nil until the first put
+	tools      map[toolID]ledger.Tool       // the tool registry (tools.go); nil until the first put
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -53,6 +56,7 @@ func New(p ledger.Policy) *Store {
 			seen:       map[string][]seenEntry{},
 			inbox:      map[inboxID]ledger.InboxRecord{},
 			orphans:    map[string][]ledger.Delivery{},
+			approvals:  map[string]rowID{},
 		},
 	}
 	s.Flows = ledger.Flows{Policy: p, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {

@@ -153,6 +153,15 @@ func (t *tx) DeleteOrphans(localID string) error {
 	return nil
 }
 
+// RowByApproval implements ledger.Tx.
+func (t *tx) RowByApproval(approvalID string) (ledger.Row, error) {
+	id, ok := t.s.approvals[approvalID]
+	if !ok {
+		return ledger.Row{}, ledger.ErrApprovalNotFound
+	}
+	return t.s.rows[id].Clone(), nil
+}
+
 // OrphanLocalIDs implements ledger.Tx.
 func (t *tx) OrphanLocalIDs(after string, limit int) ([]string, error) {
 	var ids []string
@@ -183,6 +192,12 @@ func (s *state) insertRow(row ledger.Row) {
 		s.due = sortedInsert(s.due, dueEntry{row.NextCheckAt, id}, compareDue)
 	}
 	s.seen[row.Tenant] = sortedInsert(s.seen[row.Tenant], seenEntry{row.FirstSeenAt, row.Key}, compareSeen)
+	if row.Approval != nil {
+		s.approvals[row.Approval.ID] = id
+	}
+	if row.ApprovalOpen() {
+		s.open = sortedInsert(s.open, approvalEntry{row.Approval.ExpiresAt, id}, compareApproval)
+	}
 }
 
 // removeRow drops row (as stored) and its index entries.
@@ -202,6 +217,12 @@ func (s *state) removeRow(row ledger.Row) {
 		s.seen[row.Tenant] = es
 	} else {
 		delete(s.seen, row.Tenant)
+	}
+	if row.Approval != nil {
+		delete(s.approvals, row.Approval.ID)
+	}
+	if row.ApprovalOpen() {
+		s.open = sortedDelete(s.open, approvalEntry{row.Approval.ExpiresAt, id}, compareApproval)
 	}
 }
 

@@ -21,12 +21,18 @@
 //	         first_seen_at, next_check_at. Indexes: key (joins on an echoed
 //	         key), (next_check_at, tenant, key) WHERE status IN
 //	         ('pending','unknown') (due rows), (tenant, first_seen_at DESC,
-//	         key DESC) (List).
+//	         key DESC) (List); approval_id UNIQUE and approval_expires_at
+//	         (set while the approval is open) with partial indexes
+//	         (approval_expires_at, tenant, key) (the expiry job) and
+//	         (tenant, approval_expires_at, key) (GET /v1/approvals).
 //	outbox   seq bigserial PK, tenant, key, event jsonb, created,
 //	         lease_until (ClaimEvents); index (tenant, key, seq).
 //	inbox    (vendor, event_id) PK, first_seen, result; index first_seen.
 //	orphans  (local_id, vendor, event_id) PK, at, delivery jsonb, parked
 //	         bigserial (oldest first: at, then parking order).
+//	freezes  (tenant, target) PK, actor, note, at: the kill switch.
+//	tools    (tenant, name) PK, version, doc jsonb {"v":1,"tool":…}: the
+//	         tool registry.
 //
 // Timestamps are timestamptz (microseconds); the row document keeps every
 // time exactly, the columns hold them truncated to the microsecond.

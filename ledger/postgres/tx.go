@@ -164,6 +164,25 @@ func (t *pgTx) GetRow(tenant, key string) (ledger.Row, error) {
 	return t.lockedRow("get row", lockRow, tenant+"\x00"+key, `SELECT doc FROM rows WHERE tenant = $1 AND key = $2`, tenant, key)
 }
 
+// RowByApproval implements ledger.Tx: the approval id names the row, which
+// is then read as GetRow reads it (locked), so a decision and a claim of
+// the same row serialise.
+func (t *pgTx) RowByApproval(id string) (ledger.Row, error) {
+	var tenant, key string
+	err := t.q.QueryRow(t.ctx, `SELECT tenant, key FROM rows WHERE approval_id = $1`, id).Scan(&tenant, &key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Row{}, ledger.ErrApprovalNotFound
+	}
+	if err != nil {
+		return ledger.Row{}, dbErr("row by approval", err)
+	}
+	row, err := t.GetRow(tenant, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Row{}, ledger.ErrApprovalNotFound // deleted since
+	}
+	return row, err
+}
+
 // RowByLocalID implements ledger.Tx.
 func (t *pgTx) RowByLocalID(localID string) (ledger.Row, error) {
 	return t.lockedRow("row by local id", lockLocalID, localID, `SELECT doc FROM rows WHERE metadata_local_id = $1`, localID)
@@ -202,11 +221,20 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if err != nil {
 		return err
 	}
+	var approvalID *string
+	var approvalExpires *time.Time
+	if row.Approval != nil {
+		approvalID = &row.Approval.ID
+	}
+	if row.ApprovalOpen() {
+		approvalExpires = nullTime(row.Approval.ExpiresAt)
+	}
 	args := []any{row.Tenant, row.Key, row.MetadataLocalID, string(row.Status), row.RunID,
-		micros(row.FirstSeenAt), nullTime(row.NextCheckAt), doc}
+		micros(row.FirstSeenAt), nullTime(row.NextCheckAt), doc, approvalID, approvalExpires}
 	if old == nil {
-		tag, err := t.q.Exec(t.ctx, `INSERT INTO rows (tenant, key, metadata_local_id, status, run_id, first_seen_at, next_check_at, doc)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb) ON CONFLICT DO NOTHING`, args...)
+		tag, err := t.q.Exec(t.ctx, `INSERT INTO rows (tenant, key, metadata_local_id, status, run_id, first_seen_at, next_check_at, doc,
+				approval_id, approval_expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10) ON CONFLICT DO NOTHING`, args...)
 		if err != nil {
 			return dbErr("insert row", err)
 		}
@@ -218,7 +246,7 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 		return nil
 	}
 	tag, err := t.q.Exec(t.ctx, `UPDATE rows SET metadata_local_id = $3, status = $4, run_id = $5,
-			first_seen_at = $6, next_check_at = $7, doc = $8::jsonb
+			first_seen_at = $6, next_check_at = $7, doc = $8::jsonb, approval_id = $9, approval_expires_at = $10
 		WHERE tenant = $1 AND key = $2`, args...)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {

@@ -22,9 +22,10 @@ import (
 // The linearizability check records concurrent Claim/Report/Get histories
 // over a few keys and asks porcupine whether some sequential order of them,
 // consistent with real time, explains every answer. The sequential model is
-// the ledger's own pure rules (DecideClaim, Classify, Apply), so the check
-// says: the store behaves as if each call ran alone, atomically, under the
-// rules every store shares.
+// the ledger's own pure rules (DecideClaim, Classify, Apply, and
+// DecideApproval for the approval gate's grants, denials and expiries), so
+// the check says: the store behaves as if each call ran alone, atomically,
+// under the rules every store shares.
 
 const (
 	linClients = 8
@@ -39,15 +40,18 @@ const (
 	linClaim linKind = iota
 	linReport
 	linGet
+	linDecide
 )
 
 // linInput is one call. Claims carry the full validated claim, so the model
-// can run DecideClaim on exactly what the store saw.
+// can run DecideClaim on exactly what the store saw; decisions carry the
+// approval decision.
 type linInput struct {
-	kind    linKind
-	key     string
-	claim   ledger.Claim
-	outcome ledger.Outcome
+	kind     linKind
+	key      string
+	claim    ledger.Claim
+	outcome  ledger.Outcome
+	decision ledger.ApprovalDecision
 }
 
 // linOutput is the answer, reduced to comparable values: the row as JSON,
@@ -67,6 +71,12 @@ var linErrors = []struct {
 	name string
 	err  error
 }{
+	{"approval_not_found", ledger.ErrApprovalNotFound}, // before not_found, which it matches
+	{"approval_decided", ledger.ErrApprovalDecided},
+	{"approval_expired", ledger.ErrApprovalExpired},
+	{"self_approval", ledger.ErrSelfApproval},
+	{"invalid_transition", ledger.ErrInvalidTransition},
+	{"not_queued", ledger.ErrNotQueued},
 	{"not_found", ledger.ErrNotFound},
 	{"fingerprint_mismatch", ledger.ErrFingerprintMismatch},
 	{"invalid_outcome", ledger.ErrInvalidOutcome},
@@ -144,6 +154,19 @@ func linModel() porcupine.Model {
 					return out.err == linErr(err), st
 				}
 				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), linState(rowJSON(*row))
+			case linDecide:
+				if row == nil {
+					return out.err == "approval_not_found", st
+				}
+				before := row.Clone()
+				ch, err := ledger.DecideApproval(row, in.decision)
+				if err != nil {
+					return out.err == linErr(err), st
+				}
+				if row.Approval.State == before.Approval.State {
+					return out.err == "" && !out.changed && out.row == string(st), st
+				}
+				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), linState(rowJSON(*row))
 			}
 			return false, st
 		},
@@ -157,6 +180,14 @@ func linModel() porcupine.Model {
 				call = fmt.Sprintf("claim@%s", in.claim.At.Format("15:04:05.000"))
 			case linReport:
 				call = fmt.Sprintf("report %s %d@%s", in.outcome.Kind, in.outcome.HTTPStatus, in.outcome.At.Format("15:04:05.000"))
+			case linDecide:
+				call = fmt.Sprintf("%s@%s", in.decision.Verdict, in.decision.At.Format("15:04:05.000"))
+			}
+			switch {
+			case in.kind == linClaim && in.claim.Worker:
+				call = "worker " + call
+			case in.kind == linClaim && in.claim.Gate.Autonomy != "":
+				call = string(in.claim.Gate.Autonomy) + " " + call
 			}
 			return fmt.Sprintf("%s(%s) → %s %s %s", call, in.key, out.err, out.decision, summary(out.row))
 		},
@@ -170,36 +201,47 @@ func summary(s string) string {
 		return "∅"
 	}
 	r := parseState(linState(s))
-	return fmt.Sprintf("%s attempt=%d receipt=%s http=%d", r.Status, r.Attempt, r.UpstreamReceiptID, r.LastHTTPStatus)
+	sum := fmt.Sprintf("%s attempt=%d receipt=%s http=%d", r.Status, r.Attempt, r.UpstreamReceiptID, r.LastHTTPStatus)
+	if r.Approval != nil {
+		sum += " approval=" + string(r.Approval.State)
+	}
+	return sum
 }
 
 func testLinearizable(t *testing.T, open Open) {
 	for round := range linRounds {
 		t.Run("round "+strconv.Itoa(round), func(t *testing.T) {
 			e := newEnv(t, open)
-			history := linHistory(t, e, round)
-			model := linModel()
-			res, info := porcupine.CheckOperationsVerbose(model, history, 0)
-			if res == porcupine.Ok {
-				return
-			}
-			dir := os.Getenv("STORETEST_VIZ_DIR")
-			if dir == "" {
-				dir = t.TempDir()
-			}
-			path := filepath.Join(dir, fmt.Sprintf("linearizability-round-%d.html", round))
-			if err := porcupine.VisualizePath(model, info, path); err != nil {
-				t.Fatalf("history of %d operations is not linearizable (%s); writing the visualization failed: %v", len(history), res, err)
-			}
-			t.Fatalf("history of %d operations is not linearizable (%s); visualization: %s (set STORETEST_VIZ_DIR to keep it)", len(history), res, path)
+			checkLinearizable(t, "linearizability", round, linHistory(t, e, round, linKeys, "lin", linRandomInput))
 		})
 	}
 }
 
-// linHistory runs linClients goroutines of linOps random calls each against
-// linKeys business keys and records every call with a logical clock that
-// respects real-time order.
-func linHistory(t *testing.T, e *env, round int) []porcupine.Operation {
+// checkLinearizable fails the test when porcupine finds no sequential order
+// of history that the model explains, and writes the visualization.
+func checkLinearizable(t *testing.T, name string, round int, history []porcupine.Operation) {
+	t.Helper()
+	model := linModel()
+	res, info := porcupine.CheckOperationsVerbose(model, history, 0)
+	if res == porcupine.Ok {
+		return
+	}
+	dir := os.Getenv("STORETEST_VIZ_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-round-%d.html", name, round))
+	if err := porcupine.VisualizePath(model, info, path); err != nil {
+		t.Fatalf("history of %d operations is not linearizable (%s); writing the visualization failed: %v", len(history), res, err)
+	}
+	t.Fatalf("history of %d operations is not linearizable (%s); visualization: %s (set STORETEST_VIZ_DIR to keep it)", len(history), res, path)
+}
+
+// linHistory runs linClients goroutines of linOps random calls each (drawn
+// by gen) against nkeys business keys named <prefix>-<round>-<i> and
+// records every call with a logical clock that respects real-time order.
+func linHistory(t *testing.T, e *env, round, nkeys int, prefix string, gen func(*rand.Rand, []string) (linInput, error)) []porcupine.Operation {
+	t.Helper()
 	var (
 		clock   atomic.Int64
 		mu      sync.Mutex
@@ -208,9 +250,9 @@ func linHistory(t *testing.T, e *env, round int) []porcupine.Operation {
 		start   = make(chan struct{})
 		failed  atomic.Value
 	)
-	keys := make([]string, linKeys)
+	keys := make([]string, nkeys)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("lin-%d-%d", round, i)
+		keys[i] = fmt.Sprintf("%s-%d-%d", prefix, round, i)
 	}
 	for client := range linClients {
 		wg.Add(1)
@@ -219,7 +261,7 @@ func linHistory(t *testing.T, e *env, round int) []porcupine.Operation {
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(client)))
 			<-start
 			for range linOps {
-				in, err := linRandomInput(rng, keys)
+				in, err := gen(rng, keys)
 				if err != nil {
 					failed.Store(err)
 					return
@@ -256,6 +298,8 @@ func linHistory(t *testing.T, e *env, round int) []porcupine.Operation {
 			seen[string(out.decision)]++
 		case in.kind == linReport && out.changed:
 			seen["transition"]++
+		case in.kind == linDecide:
+			seen[string(in.decision.Verdict)]++
 		}
 	}
 	t.Logf("history: %d operations, %v", len(history), seen)
@@ -314,6 +358,12 @@ func linRun(e *env, in linInput) linOutput {
 		return linOutput{decision: res.Decision, code: res.Code, row: rowJSON(res.Row)}
 	case linReport:
 		row, ch, err := e.s.Report(e.ctx, tenantA, in.key, in.outcome)
+		if err != nil {
+			return linOutput{err: linErr(err)}
+		}
+		return linOutput{changed: ch.Changed, row: rowJSON(row)}
+	case linDecide:
+		row, ch, err := e.s.DecideApproval(e.ctx, in.decision)
 		if err != nil {
 			return linOutput{err: linErr(err)}
 		}

@@ -68,7 +68,35 @@ func (r *randomRun) request() ledger.ClaimRequest {
 	if r.pick(10) == 0 {
 		ms = append(ms, frozen())
 	}
+	switch r.pick(8) {
+	case 0, 1:
+		ms = append(ms, gated())
+	case 2:
+		ms = append(ms, outboxed())
+	}
 	return baseRequest(ms...)
+}
+
+// decideRandom grants, denies or expires the approval of a known row (one
+// with no approval answers not found).
+func (r *randomRun) decideRandom(i int) {
+	id, ok := r.randomKnown()
+	if !ok {
+		return
+	}
+	d := ledger.ApprovalDecision{ID: ledger.ApprovalID(id.tenant, id.key), At: r.now, Actor: "ops", Note: "random", By: approver}
+	d.Verdict = []ledger.Verdict{ledger.VerdictGrant, ledger.VerdictDeny, ledger.VerdictExpire}[r.pick(3)]
+	_, ch, err := r.e.s.DecideApproval(r.e.ctx, d)
+	switch {
+	case err == nil:
+		if ch.Event != nil {
+			r.events = append(r.events, ch.Event.MsgID())
+		}
+	case errors.Is(err, ledger.ErrApprovalNotFound), errors.Is(err, ledger.ErrApprovalDecided),
+		errors.Is(err, ledger.ErrApprovalExpired), errors.Is(err, ledger.ErrInvalidTransition):
+	default:
+		r.e.t.Fatalf("op %d DecideApproval: %v", i, err)
+	}
 }
 
 func (r *randomRun) randomKnown() (rowID, bool) {
@@ -141,6 +169,10 @@ func (r *randomRun) evidence(src ledger.Source) ledger.Evidence {
 func (r *randomRun) step(i int) {
 	e := r.e
 	t := e.t
+	if r.pick(12) == 0 {
+		r.decideRandom(i)
+		return
+	}
 	switch p := r.pick(100); {
 	case p < 30:
 		req := r.request()
@@ -152,6 +184,9 @@ func (r *randomRun) step(i int) {
 			return
 		}
 		r.remember(res.Row)
+		for _, ev := range res.Events {
+			r.events = append(r.events, ev.MsgID())
+		}
 		for _, ch := range res.Changes {
 			r.record(ch)
 		}

@@ -37,10 +37,14 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"List", testList},
 		{"Outbox", testOutbox},
 		{"Freezes", testFreezes},
+		{"Tools", testTools},
+		{"Approvals", testApprovals},
+		{"OutboxAutonomy", testOutboxAutonomy},
 		{"CountRows", testCountRows},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},
 		{"Linearizable", testLinearizable},
+		{"LinearizableApprovals", testLinearizableApprovals},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.run(t, open) })
@@ -228,6 +232,9 @@ func normalise(r ledger.Row) ledger.Row {
 	}
 	if r.Resolution != nil {
 		r.Resolution.At = r.Resolution.At.UTC()
+	}
+	if a := r.Approval; a != nil {
+		a.RequestedAt, a.ExpiresAt, a.DecidedAt = a.RequestedAt.UTC(), a.ExpiresAt.UTC(), a.DecidedAt.UTC()
 	}
 	for i := range r.Alerts {
 		r.Alerts[i].At = r.Alerts[i].At.UTC()

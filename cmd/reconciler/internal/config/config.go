@@ -67,8 +67,10 @@ type Config struct {
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
 
-	Resolver ResolverConfig `yaml:"resolver"`
-	Paging   PagingConfig   `yaml:"paging"`
+	Resolver  ResolverConfig  `yaml:"resolver"`
+	Paging    PagingConfig    `yaml:"paging"`
+	Approvals ApprovalsConfig `yaml:"approvals"`
+	Registry  RegistryConfig  `yaml:"registry"`
 
 	// EventTypes extends the matcher's default table: vendor → event type → action.
 	EventTypes map[string]map[string]matcher.Action `yaml:"event_types"`
@@ -86,6 +88,10 @@ type Tenant struct {
 	// with the runtimes (`reconciler nats-creds`). Any tenant having one
 	// switches the embedded server's authentication on.
 	NATSNKeys []string `yaml:"nats_nkeys"`
+	// ApproverTokens read and decide the tenant's approval requests
+	// (docs/architecture.md §11); they make no claims, so the token that made a
+	// claim is never one that can approve it.
+	ApproverTokens []string `yaml:"approver_tokens" secret:"true"`
 }
 
 // StripeConfig holds the Stripe API (for the resolver) and its webhook endpoints.
@@ -178,9 +184,12 @@ func (e *StandardEndpoint) setDefaults() {
 	e.ReplayWindow = 24 * time.Hour
 }
 
-// EventsConfig names the JetStream stream and the subject prefix of resolutions.
+// EventsConfig names the JetStream streams and the subject prefix of
+// resolutions (and, with _work appended, of work items).
 type EventsConfig struct {
-	Stream        string `yaml:"stream"`
+	Stream string `yaml:"stream"`
+	// WorkStream holds the outbox autonomy's work items (§11).
+	WorkStream    string `yaml:"work_stream"`
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Replicas is the stream's replica count in a NATS cluster; "keep"
 	// (0) keeps an existing stream's count and creates a new one with 1.
@@ -194,6 +203,20 @@ type ResolverConfig struct {
 	Grace time.Duration `yaml:"grace"`
 	// PendingTTL is the lease of an attempt in flight.
 	PendingTTL time.Duration `yaml:"pending_ttl"`
+}
+
+// ApprovalsConfig paces the approval gate (§11).
+type ApprovalsConfig struct {
+	// TTL is how long an approval request waits for a human before it
+	// expires (the claim then stops with approval_expired).
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// RegistryConfig says how claims of unregistered tools are served (§11).
+type RegistryConfig struct {
+	// Strict refuses them (422 unregistered_tool); off, they are served as
+	// before the registry existed.
+	Strict bool `yaml:"strict"`
 }
 
 // PagingConfig says where a human is paged. With neither configured, pages
@@ -238,12 +261,13 @@ func Default() Config {
 			ReplayWindow:       72 * time.Hour,
 			OrdersReplayWindow: 6 * time.Hour,
 		},
-		Events:   EventsConfig{Stream: "RECON", SubjectPrefix: "recon"},
+		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon"},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
 		Paging: PagingConfig{
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
 		},
-		origin: newOrigin(""),
+		Approvals: ApprovalsConfig{TTL: ledger.DefaultApprovalTTL},
+		origin:    newOrigin(""),
 	}
 }
 
@@ -252,6 +276,18 @@ func (c Config) TokenTenants() map[string]string {
 	m := make(map[string]string)
 	for _, t := range c.Tenants {
 		for _, tok := range t.Tokens {
+			m[tok] = t.ID
+		}
+	}
+	return m
+}
+
+// ApproverTokens maps each approver token to its tenant id
+// (api.Options.ApproverTokens).
+func (c Config) ApproverTokens() map[string]string {
+	m := make(map[string]string)
+	for _, t := range c.Tenants {
+		for _, tok := range t.ApproverTokens {
 			m[tok] = t.ID
 		}
 	}
@@ -332,6 +368,7 @@ func (c Config) clone() Config {
 	for i := range out.Tenants {
 		out.Tenants[i].Tokens = slices.Clone(out.Tenants[i].Tokens)
 		out.Tenants[i].NATSNKeys = slices.Clone(out.Tenants[i].NATSNKeys)
+		out.Tenants[i].ApproverTokens = slices.Clone(out.Tenants[i].ApproverTokens)
 	}
 	out.AdminTokens = slices.Clone(c.AdminTokens)
 	out.Stripe.Endpoints = slices.Clone(c.Stripe.Endpoints)

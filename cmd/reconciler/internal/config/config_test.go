@@ -80,6 +80,7 @@ var precedenceSamples = map[string][3]string{
 	"resolver.grace":               {"4s", "5s", "6s"},
 	"resolver.pending_ttl":         {"7m", "8m", "9m"},
 	"events.stream":                {"FILE", "ENV", "FLAG"},
+	"events.work_stream":           {"FILE_WORK", "ENV_WORK", "FLAG_WORK"},
 	"events.subject_prefix":        {"file", "env.x", "flag"},
 	"events.replicas":              {"1", "3", "5"},
 	"stripe.api_base":              {"https://file.example", "https://env.example", "http://flag.example"},
@@ -94,6 +95,8 @@ var precedenceSamples = map[string][3]string{
 	"paging.pagerduty.url":         {"https://pd.file.example/v2", "https://pd.env.example/v2", "https://pd.flag.example/v2"},
 	"paging.pagerduty.routing_key": {"rk-file", "rk-env", ""},
 	"paging.webhook.url":           {"https://hook.file.example/a", "https://hook.env.example/b", ""},
+	"approvals.ttl":                {"1h", "2h", "3h"},
+	"registry.strict":              {"true", "false", "true"},
 }
 
 // Files the NATS samples name: validation checks that they exist (and that
@@ -228,6 +231,7 @@ var fullEnv = map[string]string{
 	"RESEND_WEBHOOK_SECRET":  "whsec_U2VLckV0LTAwMDY=", // base64 of "SeKrEt-0006"
 	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
 	"SLACK_HOOK_SECRET":      "SeKrEt0008",
+	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
 }
 
 func loadFull(t *testing.T) Config {
@@ -255,6 +259,9 @@ func TestParseConfigFull(t *testing.T) {
 		{"tenant token expanded", c.TokenTenants()["acme-SeKrEt-token-0001"], "acme"},
 		{"second tenant token", c.TokenTenants()["globex-token-rotated-9876"], "globex"},
 		{"admin token", c.AdminTokens, []string{"admin-SeKrEt-token-0002"}},
+		{"approver token", c.ApproverTokens(), map[string]string{"approver-SeKrEt-token-0009": "acme"}},
+		{"approvals", c.Approvals, ApprovalsConfig{TTL: 12 * time.Hour}},
+		{"registry", c.Registry, RegistryConfig{Strict: true}},
 		{"stripe api key", c.Stripe.APIKey, "sk_test_SeKrEt_0003"},
 		{"stripe endpoint secret", c.Stripe.Endpoints[0].Secrets, []string{"whsec_SeKrEt_0004"}},
 		{"stripe endpoint defaults", [2]any{c.Stripe.Endpoints[1].Tolerance, c.Stripe.Endpoints[1].MetadataKey}, [2]any{5 * time.Minute, "metadata_local_id"}},
@@ -265,7 +272,7 @@ func TestParseConfigFull(t *testing.T) {
 			LocalIDPath: "data.tags.metadata_local_id", Vendor: "resend", ReplayWindow: 24 * time.Hour,
 		}},
 		{"resolver", c.Resolver, ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute}},
-		{"events", c.Events, EventsConfig{Stream: "RECON", SubjectPrefix: "recon"}},
+		{"events", c.Events, EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon"}},
 		{"inbox retention", c.InboxRetention, 168 * time.Hour},
 		{"pagerduty", c.Paging.PagerDuty, PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue", RoutingKey: "pd-SeKrEt-0007"}},
 		{"event types", c.EventTypes["stripe"]["payment_intent.payment_failed"], matcher.Failed},
@@ -445,6 +452,18 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:2: event_types.Stripe: invalid vendor "Stripe"`}},
 		{"bad stream", "events:\n  stream: a.b\n",
 			nil, []string{`cfg.yaml:2: events.stream: invalid stream name "a.b"`}},
+		{"bad work stream", "events:\n  work_stream: a.b\n",
+			nil, []string{`cfg.yaml:2: events.work_stream: invalid stream name "a.b"`}},
+		{"work items in the events stream", "events:\n  stream: EV\n  work_stream: EV\n",
+			nil, []string{`cfg.yaml:3: events.work_stream: must not be the events stream "EV"`}},
+		{"approver token also a tenant token", okTenant + "    approver_tokens: [acme-SeKrEt-token-0001]\n",
+			nil, []string{`cfg.yaml:4: tenants[0].approver_tokens[0]: token used twice (also at line 3)`}},
+		{"short approver token", okTenant + "    approver_tokens: [short]\n",
+			nil, []string{`cfg.yaml:4: tenants[0].approver_tokens[0]: token is shorter than 16 characters`}},
+		{"approvals ttl not positive", "approvals:\n  ttl: 0s\n",
+			nil, []string{`cfg.yaml:2: approvals.ttl: must be positive, got 0s`}},
+		{"registry strict not a boolean", "registry:\n  strict: sometimes\n",
+			nil, []string{`cfg.yaml:2: registry.strict: invalid boolean "sometimes": want true or false`}},
 		{"bad subject prefix", "events:\n  subject_prefix: recon.>\n",
 			nil, []string{`cfg.yaml:2: events.subject_prefix: invalid subject prefix`}},
 		// A token NATS would take but the stream refuses is refused here,
@@ -679,6 +698,7 @@ func TestRedacted(t *testing.T) {
 		got, want any
 	}{
 		{"tenant token", r.Tenants[0].Tokens, []string{RedactedText}},
+		{"approver token", r.Tenants[0].ApproverTokens, []string{RedactedText}},
 		{"tenant id kept", r.Tenants[0].ID, "acme"},
 		{"admin token", r.AdminTokens, []string{RedactedText}},
 		{"stripe api key", r.Stripe.APIKey, RedactedText},

@@ -68,6 +68,7 @@ var settings = []Setting{
 	{Key: "resolver.grace", Usage: "how long the resolver leaves a row alone after its last attempt"},
 	{Key: "resolver.pending_ttl", Usage: "lease of an attempt in flight"},
 	{Key: "events.stream", Usage: "JetStream stream of resolutions"},
+	{Key: "events.work_stream", Usage: "JetStream stream of the outbox autonomy's work items (subjects <prefix>_work.<tenant>.<tool>)"},
 	{Key: "events.subject_prefix", Usage: "subjects are <prefix>.<tenant>.<run_id>.<status>"},
 	{Key: "events.replicas", Usage: "replicas of the stream in a NATS cluster, 1-5; keep: leave an existing stream's count"},
 	{Key: "stripe.api_base", Usage: "Stripe API for lookups and replays"},
@@ -82,6 +83,8 @@ var settings = []Setting{
 	{Key: "paging.pagerduty.url", Usage: "PagerDuty Events v2 endpoint"},
 	{Key: "paging.pagerduty.routing_key", Usage: "PagerDuty routing key; set it to page through PagerDuty", EnvOnly: true},
 	{Key: "paging.webhook.url", Usage: "generic JSON webhook pager (Slack/Opsgenie bridges)", EnvOnly: true},
+	{Key: "approvals.ttl", Usage: "how long an approval request waits for a human before it expires"},
+	{Key: "registry.strict", Usage: "true: refuse claims of tools not in the registry (422 unregistered_tool)"},
 }
 
 // Settings returns the settings in the order --help shows them.

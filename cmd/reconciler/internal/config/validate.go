@@ -95,6 +95,7 @@ func (c Config) Validate() error {
 	v.positive("resolver.pending_ttl", c.Resolver.PendingTTL)
 	v.events(c.Events)
 	v.paging(c.Paging)
+	v.positive("approvals.ttl", c.Approvals.TTL)
 
 	tokens := map[string]string{}   // token → path of its first use
 	natsKeys := map[string]string{} // nkey → path of its first use
@@ -118,6 +119,11 @@ func (c Config) Validate() error {
 		}
 		for j, k := range t.NATSNKeys {
 			v.natsKey(fmt.Sprintf("%s.nats_nkeys[%d]", p, j), k, natsKeys)
+		}
+		// Unique across every token, so no token that makes claims can
+		// decide an approval.
+		for j, tok := range t.ApproverTokens {
+			v.token(fmt.Sprintf("%s.approver_tokens[%d]", p, j), tok, tokens)
 		}
 	}
 	if len(c.Tenants) == 0 {
@@ -485,6 +491,11 @@ func (v *validator) paypalEndpoint(p string, e PayPalEndpoint, pc PayPalConfig) 
 func (v *validator) events(e EventsConfig) {
 	if ledger.ValidateTenant(e.Stream) != nil {
 		v.add("events.stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.Stream, 40))
+	}
+	if ledger.ValidateTenant(e.WorkStream) != nil {
+		v.add("events.work_stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.WorkStream, 40))
+	} else if e.WorkStream == e.Stream {
+		v.add("events.work_stream", "must not be the events stream %q: work items need a work-queue stream of their own", e.Stream)
 	}
 	if events.ValidSubjectPrefix(e.SubjectPrefix) != nil {
 		v.add("events.subject_prefix", "invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", truncate(e.SubjectPrefix, 40))

@@ -267,7 +267,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 	t := v.Type()
 	switch {
-	case t == durationType || reflect.PointerTo(t).Implements(textUnmarshalerType) || t.Kind() == reflect.String:
+	case t == durationType || reflect.PointerTo(t).Implements(textUnmarshalerType) || t.Kind() == reflect.String || t.Kind() == reflect.Bool:
 		s, ok := d.scalar(n, path, line)
 		if !ok {
 			return
@@ -374,7 +374,7 @@ func (d *yamlDecoder) scalar(n *yaml.Node, path string, line int) (string, bool)
 }
 
 // setScalar parses s into v: a Go duration, a TextUnmarshaler (ByteSize,
-// slog.Level) or a string. Errors quote s: callers use it for non-secrets only.
+// slog.Level), a boolean or a string. Errors quote s: callers use it for non-secrets only.
 func setScalar(v reflect.Value, s string) error {
 	t := v.Type()
 	switch {
@@ -390,6 +390,12 @@ func setScalar(v reflect.Value, s string) error {
 		}
 	case t.Kind() == reflect.String:
 		v.SetString(s)
+	case t.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("invalid boolean %q: want true or false", s)
+		}
+		v.SetBool(b)
 	default:
 		return fmt.Errorf("internal error: cannot set %s", t)
 	}
