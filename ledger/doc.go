@@ -24,9 +24,9 @@
 // store applies the same rules in the same order; Flows.InTx runs a bare
 // transaction for tests and repairs. The store writes the rest itself: the
 // reads (Get, List with EncodeListCursor and DecodeListCursor, Due,
-// PendingEvents, ListFreezes, CountRows over Statuses), AckEvents,
-// PruneInbox, Notify, PutFreeze, DeleteFreeze and Close. It passes
-// ledger/storetest.
+// PendingEvents, EventsAfter, CountEvents, ListFreezes, CountRows over
+// Statuses), AckEvents, PruneInbox, Notify, PutFreeze, DeleteFreeze and
+// Close. It passes ledger/storetest.
 //
 // Concurrency: the types are plain values; Store implementations document
 // their own guarantees (every Store must pass ledger/storetest).
