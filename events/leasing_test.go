@@ -23,19 +23,21 @@ var _ events.LeasingOutbox = (*postgres.Store)(nil)
 // countingPublisher counts the publishes of each Nats-Msg-Id, so a record
 // handed to two relays shows even when JetStream's dedupe hides it.
 type countingPublisher struct {
-	js events.Publisher
+	js jetstream.JetStream
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (p *countingPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *countingPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, m, opts...)
 	if err == nil {
 		p.mu.Lock()
 		p.n[m.Header.Get(jetstream.MsgIDHeader)]++
 		p.mu.Unlock()
 	}
-	return ack, err
+	return resolved(m, ack, err), nil
 }
 
 func (p *countingPublisher) total() int {
@@ -207,6 +209,15 @@ func (l *leasingFake) ClaimEvents(ctx context.Context, now time.Time, limit int,
 	return out, nil
 }
 
+func (l *leasingFake) HoldEvents(ctx context.Context, until time.Time, seqs ...uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, seq := range seqs {
+		l.until[seq] = until
+	}
+	return nil
+}
+
 func (l *leasingFake) claimCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -222,12 +233,12 @@ type slowPublisher struct {
 	ids  []string
 }
 
-func (p *slowPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *slowPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	p.clk.Advance(p.step)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids = append(p.ids, m.Subject)
-	return &jetstream.PubAck{Stream: events.DefaultStream}, nil
+	return resolved(m, &jetstream.PubAck{Stream: events.DefaultStream}, nil), nil
 }
 
 func (p *slowPublisher) count() int {
@@ -274,7 +285,7 @@ type failOncePublisher struct {
 	ids    []string
 }
 
-func (p *failOncePublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *failOncePublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ev ledger.Event
@@ -283,10 +294,10 @@ func (p *failOncePublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ..
 	}
 	if ev.Key == p.failOn && !p.failed {
 		p.failed = true
-		return nil, fmt.Errorf("publish: %w", nats.ErrTimeout)
+		return nil, fmt.Errorf("publish: %w", nats.ErrConnectionClosed)
 	}
 	p.ids = append(p.ids, ev.Key)
-	return &jetstream.PubAck{Stream: events.DefaultStream}, nil
+	return resolved(m, &jetstream.PubAck{Stream: events.DefaultStream}, nil), nil
 }
 
 func (p *failOncePublisher) keys() []string {
