@@ -352,7 +352,7 @@ type RelayMetrics interface {
 // noMetrics is the RelayMetrics of a relay given none.
 type noMetrics struct{}
 
-func (noMetrics) SetOutboxDepth(int)           {}
+func (noMetrics) SetOutboxDepth(int)            {}
 func (noMetrics) SetOutboxOldest(time.Duration) {}
-func (noMetrics) ObserveLag(time.Duration)     {}
-func (noMetrics) CountResult(string)           {}
+func (noMetrics) ObserveLag(time.Duration)      {}
+func (noMetrics) CountResult(string)            {}
