@@ -50,7 +50,8 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
+	stream, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)})
+	if err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
 
@@ -58,8 +59,12 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	replicas := stream.CachedInfo().Config.Replicas
+	syncedAfter := cfg.Events.SyncedAfter.Resolve(cfg.EmbeddedNATS(), replicas)
+	log.Info("relay keeps published events until the stream has synced them", "synced_after", syncedAfter,
+		"configured", cfg.Events.SyncedAfter.String(), "stream_replicas", replicas)
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
-		Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, SyncedAfter: syncedAfter,
 		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now,
 	})
 	if err != nil {
@@ -116,6 +121,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 				}
 				return relay.Healthy()
 			}},
+			{Name: "outbox", Check: func(context.Context) error {
+				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
+			}},
 		},
 		Registerer: reg, Gatherer: reg,
 		Logger: log.With("component", "api"),
@@ -139,6 +147,19 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.onShutdownHTTP = append(m.onShutdownHTTP, srv.EndWaits)
 	wh.Register(srv.Echo())
 	return srv.Handler(), nil
+}
+
+// outboxBacklog is the readiness of the event backlog: degraded (200 with
+// a detail) while more than limit events wait to be published, so an
+// operator sees the relay falling behind before paused runs do; never a
+// failure, since the events are safe in the outbox. limit 0 disables it.
+func outboxBacklog(r interface{ Backlog() (int, time.Duration) }, limit int) error {
+	depth, oldest := r.Backlog()
+	if limit == 0 || depth <= limit {
+		return nil
+	}
+	return &api.Degraded{Detail: fmt.Sprintf("%d events wait in the outbox (degraded past %d); the oldest has waited %s",
+		depth, limit, oldest.Round(time.Millisecond))}
 }
 
 // openStore opens the ledger store named by --store: the bbolt file in the

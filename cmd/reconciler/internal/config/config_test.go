@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 	"gopkg.in/yaml.v3"
@@ -73,6 +74,8 @@ var precedenceSamples = map[string][3]string{
 	"events.stream":                {"FILE", "ENV", "FLAG"},
 	"events.subject_prefix":        {"file", "env.x", "flag"},
 	"events.replicas":              {"1", "3", "5"},
+	"events.synced_after":          {"0s", "5s", "auto"},
+	"events.degraded_depth":        {"0", "500", "20000"},
 	"stripe.api_base":              {"https://file.example", "https://env.example", "http://flag.example"},
 	"stripe.api_key":               {"sk_file", "sk_env", ""},
 	"stripe.replay_window":         {"1h", "2h", "720h"},
@@ -226,7 +229,7 @@ func TestParseConfigFull(t *testing.T) {
 			LocalIDPath: "data.tags.metadata_local_id", Vendor: "resend", ReplayWindow: 24 * time.Hour,
 		}},
 		{"resolver", c.Resolver, ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute}},
-		{"events", c.Events, EventsConfig{Stream: "RECON", SubjectPrefix: "recon"}},
+		{"events", c.Events, EventsConfig{Stream: "RECON", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000}},
 		{"inbox retention", c.InboxRetention, 168 * time.Hour},
 		{"pagerduty", c.Paging.PagerDuty, PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue", RoutingKey: "pd-SeKrEt-0007"}},
 		{"event types", c.EventTypes["stripe"]["payment_intent.payment_failed"], matcher.Failed},
@@ -338,6 +341,10 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:1: admin_tokens[0]: bad variable name "1X"`}},
 		{"bad duration", "resolver:\n  interval: 30\n",
 			nil, []string{`cfg.yaml:2: resolver.interval: invalid duration "30"`}},
+		{"synced_after beyond the duplicates window", "events:\n  stream: RECON\n  synced_after: 2h\n",
+			nil, []string{`cfg.yaml:3: events.synced_after: bad synced_after "2h": want auto, or a Go duration from 0s to 10m0s (the duplicates window is 1h)`}},
+		{"negative degraded depth", "events:\n  degraded_depth: -5\n",
+			nil, []string{`cfg.yaml:2: events.degraded_depth: bad count "-5": want a whole number, 0 or more`}},
 		{"negative duration", "resolver:\n  interval: -1s\n",
 			nil, []string{`cfg.yaml:2: resolver.interval: must be positive, got -1s`}},
 		{"short inbox retention", "inbox_retention: 24h\n",
@@ -492,6 +499,8 @@ func TestOverrideErrors(t *testing.T) {
 			`RECONCILER_RESOLVER_GRACE: resolver.grace: invalid duration "1 minute"`},
 		{"bad env address", map[string]string{"RECONCILER_HTTP": "nowhere"}, nil,
 			`RECONCILER_HTTP: http: bad listen address "nowhere"`},
+		{"bad env synced_after", map[string]string{"RECONCILER_EVENTS_SYNCED_AFTER": "soon"}, nil,
+			`RECONCILER_EVENTS_SYNCED_AFTER: events.synced_after: bad synced_after "soon"`},
 		{"bad flag size", nil, map[string]string{"body_limit": "lots"},
 			`--body-limit: body_limit: invalid size "lots"`},
 		{"bad flag store", nil, map[string]string{"store": "postgres//u:SeKrEt@x"},
@@ -779,4 +788,34 @@ func ExampleParse() {
 	// Output:
 	// reconciler.yaml:3: tenants[0].tokens[0]: ${ACME_TOKEN} is not set in the environment
 	// reconciler.yaml:5: resolver.interval: invalid duration "soon": want a Go duration such as 90s or 15m
+}
+
+// TestSyncedAfterResolve: auto waits out the embedded server's 1 s sync
+// with a margin, deletes at once on a quorum-acked stream, and assumes a
+// stock server (2 min) otherwise; a configured value is used as is.
+func TestSyncedAfterResolve(t *testing.T) {
+	cases := []struct {
+		name     string
+		s        SyncedAfter
+		embedded bool
+		replicas int
+		want     time.Duration
+	}{
+		{"auto, embedded", SyncedAfterAuto, true, 1, 3 * time.Second},
+		{"auto, external R1", SyncedAfterAuto, false, 1, 150 * time.Second},
+		{"auto, external R3", SyncedAfterAuto, false, 3, 0},
+		{"auto, external R5", SyncedAfterAuto, false, 5, 0},
+		{"configured, external R3", SyncedAfter(5 * time.Second), false, 3, 5 * time.Second},
+		{"configured zero, embedded", 0, true, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.s.Resolve(tc.embedded, tc.replicas); got != tc.want {
+				t.Errorf("Resolve: got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if SyncedAfterEmbedded <= natsserver.DefaultSyncInterval {
+		t.Errorf("embedded synced_after %s does not exceed the embedded sync interval %s", SyncedAfterEmbedded, natsserver.DefaultSyncInterval)
+	}
 }
