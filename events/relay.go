@@ -62,6 +62,10 @@ const (
 	// relay. It must exceed PublishTimeout: a publish is started only while
 	// at least PublishTimeout of the lease is left.
 	DefaultLease = 30 * time.Second
+	// StockSyncedAfter is RelayOptions.SyncedAfter for a nats-server whose
+	// sync_interval nobody set: it syncs every 2 minutes; the margin covers
+	// the sync rounds' own time.
+	StockSyncedAfter = 2*time.Minute + 30*time.Second
 	// MaxSyncedAfter bounds RelayOptions.SyncedAfter. A record the relay
 	// holds is published again after a restart, and only JetStream's
 	// duplicates window (DefaultDuplicates, 1 h) keeps that second copy off

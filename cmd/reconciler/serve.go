@@ -60,7 +60,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	replicas := stream.CachedInfo().Config.Replicas
-	syncedAfter := cfg.Events.SyncedAfter.Resolve(cfg.EmbeddedNATS(), replicas)
+	syncedAfter := relaySyncedAfter(cfg.Events.SyncedAfter, cfg.EmbeddedNATS(), replicas)
 	log.Info("relay keeps published events until the stream has synced them", "synced_after", syncedAfter,
 		"configured", cfg.Events.SyncedAfter.String(), "stream_replicas", replicas)
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
@@ -147,6 +147,28 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.onShutdownHTTP = append(m.onShutdownHTTP, srv.EndWaits)
 	wh.Register(srv.Echo())
 	return srv.Handler(), nil
+}
+
+// quorumReplicas is the replica count from which a stream's PubAck means a
+// quorum of servers stored the message, so the relay need not wait for a
+// sync before deleting the record.
+const quorumReplicas = 3
+
+// relaySyncedAfter is events.synced_after for the relay: the configured
+// duration, or for auto the embedded server's natsserver.SyncedAfter, 0
+// for an external stream of quorumReplicas or more, and otherwise
+// events.StockSyncedAfter (an external server's sync policy cannot be read
+// from a client).
+func relaySyncedAfter(c config.SyncedAfter, embedded bool, replicas int) time.Duration {
+	switch {
+	case c != config.SyncedAfterAuto:
+		return time.Duration(c)
+	case embedded:
+		return natsserver.SyncedAfter
+	case replicas >= quorumReplicas:
+		return 0
+	}
+	return events.StockSyncedAfter
 }
 
 // outboxBacklog is the readiness of the event backlog: degraded (200 with

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/events/natsserver"
 )
 
 // TestStripeMetadataKey: the resolver searches Stripe by the metadata key
@@ -66,5 +67,35 @@ func TestOutboxBacklog(t *testing.T) {
 				t.Fatalf("outboxBacklog: got %v, want degraded %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRelaySyncedAfter: auto waits out the embedded server's sync with a
+// margin, deletes at once on a quorum-acked stream, and assumes a stock
+// server's 2-minute sync otherwise; a configured value is used as is.
+func TestRelaySyncedAfter(t *testing.T) {
+	cases := []struct {
+		name     string
+		c        config.SyncedAfter
+		embedded bool
+		replicas int
+		want     time.Duration
+	}{
+		{"auto, embedded", config.SyncedAfterAuto, true, 1, 3 * time.Second},
+		{"auto, external R1", config.SyncedAfterAuto, false, 1, 150 * time.Second},
+		{"auto, external R3", config.SyncedAfterAuto, false, 3, 0},
+		{"auto, external R5", config.SyncedAfterAuto, false, 5, 0},
+		{"configured, external R3", config.SyncedAfter(5 * time.Second), false, 3, 5 * time.Second},
+		{"configured zero, embedded", 0, true, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := relaySyncedAfter(tc.c, tc.embedded, tc.replicas); got != tc.want {
+				t.Errorf("relaySyncedAfter: got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if natsserver.SyncedAfter <= natsserver.DefaultSyncInterval {
+		t.Errorf("the embedded server's synced-after %s does not exceed its sync interval %s", natsserver.SyncedAfter, natsserver.DefaultSyncInterval)
 	}
 }

@@ -24,6 +24,14 @@ const DefaultListen = "127.0.0.1:4222"
 // the server has synced it, so this bounds what it holds: doc.go.
 const DefaultSyncInterval = time.Second
 
+// SyncedAfter is how long after its PubAck a server started with
+// DefaultOptions has certainly synced a message: DefaultSyncInterval, plus
+// a margin for the sync rounds' own time (the server restarts its timer
+// after a round, and a message written just after a block was flushed
+// waits for the next round to finish). It is the relay's
+// events.RelayOptions.SyncedAfter for the embedded server.
+const SyncedAfter = DefaultSyncInterval + 2*time.Second
+
 // defaultReadyTimeout bounds how long Start waits for the listener and
 // JetStream; a server that is not ready by then is a start-up error, not a hang.
 const defaultReadyTimeout = 10 * time.Second

@@ -170,8 +170,8 @@ type EventsConfig struct {
 	Replicas StreamReplicas `yaml:"replicas"`
 	// SyncedAfter is how long after its PubAck the NATS server has
 	// certainly synced an event to disk; the relay keeps the outbox record
-	// until then (events.RelayOptions.SyncedAfter). "auto" derives it from
-	// the server serve talks to (SyncedAfter.Resolve).
+	// until then (events.RelayOptions.SyncedAfter). SyncedAfterAuto lets
+	// serve derive it from the server it talks to.
 	SyncedAfter SyncedAfter `yaml:"synced_after"`
 	// DegradedDepth is the outbox backlog past which /readyz answers
 	// degraded (still 200); 0 never does.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 	"gopkg.in/yaml.v3"
@@ -788,34 +787,4 @@ func ExampleParse() {
 	// Output:
 	// reconciler.yaml:3: tenants[0].tokens[0]: ${ACME_TOKEN} is not set in the environment
 	// reconciler.yaml:5: resolver.interval: invalid duration "soon": want a Go duration such as 90s or 15m
-}
-
-// TestSyncedAfterResolve: auto waits out the embedded server's 1 s sync
-// with a margin, deletes at once on a quorum-acked stream, and assumes a
-// stock server (2 min) otherwise; a configured value is used as is.
-func TestSyncedAfterResolve(t *testing.T) {
-	cases := []struct {
-		name     string
-		s        SyncedAfter
-		embedded bool
-		replicas int
-		want     time.Duration
-	}{
-		{"auto, embedded", SyncedAfterAuto, true, 1, 3 * time.Second},
-		{"auto, external R1", SyncedAfterAuto, false, 1, 150 * time.Second},
-		{"auto, external R3", SyncedAfterAuto, false, 3, 0},
-		{"auto, external R5", SyncedAfterAuto, false, 5, 0},
-		{"configured, external R3", SyncedAfter(5 * time.Second), false, 3, 5 * time.Second},
-		{"configured zero, embedded", 0, true, 1, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.s.Resolve(tc.embedded, tc.replicas); got != tc.want {
-				t.Errorf("Resolve: got %s, want %s", got, tc.want)
-			}
-		})
-	}
-	if SyncedAfterEmbedded <= natsserver.DefaultSyncInterval {
-		t.Errorf("embedded synced_after %s does not exceed the embedded sync interval %s", SyncedAfterEmbedded, natsserver.DefaultSyncInterval)
-	}
 }

@@ -253,34 +253,10 @@ func (b ByteSize) String() string {
 // server has certainly synced a message, or SyncedAfterAuto.
 type SyncedAfter time.Duration
 
-// SyncedAfterAuto lets serve choose (Resolve).
+// SyncedAfterAuto lets serve choose from the server it talks to: the
+// embedded one's natsserver.SyncedAfter, 0 for an external stream of 3 or
+// more replicas (its ack is a quorum's), else events.StockSyncedAfter.
 const SyncedAfterAuto SyncedAfter = -1
-
-// What SyncedAfterAuto resolves to. The embedded server syncs every
-// natsserver.DefaultSyncInterval (1 s); the margin covers the sync rounds'
-// own time, since the server's timer starts after a round ends. A stock
-// nats-server syncs every 2 minutes. A stream of three or more replicas
-// acknowledges once a quorum stored the message.
-const (
-	SyncedAfterEmbedded = 3 * time.Second
-	SyncedAfterExternal = 2*time.Minute + 30*time.Second
-	quorumReplicas      = 3
-)
-
-// Resolve returns the duration to wait: the configured one, or for auto
-// SyncedAfterEmbedded, 0 for an external stream of quorumReplicas or more,
-// else SyncedAfterExternal.
-func (s SyncedAfter) Resolve(embedded bool, replicas int) time.Duration {
-	switch {
-	case s != SyncedAfterAuto:
-		return time.Duration(s)
-	case embedded:
-		return SyncedAfterEmbedded
-	case replicas >= quorumReplicas:
-		return 0
-	}
-	return SyncedAfterExternal
-}
 
 // UnmarshalText reads "auto" or a Go duration from 0 to events.MaxSyncedAfter.
 func (s *SyncedAfter) UnmarshalText(text []byte) error {
