@@ -35,7 +35,7 @@ type entry struct {
 	// clock: it bounds a wait on the network, not a lease).
 	deadline time.Time
 	ackedAt  time.Time // relay clock
-	epoch    uint64    // the publisher's reconnect count at the PubAck
+	epoch    uint64    // the connection's reconnect count at the PubAck
 }
 
 // outcome is a PubAck or the reason there is none.
@@ -43,6 +43,35 @@ type outcome struct {
 	e   *entry
 	ack *jetstream.PubAck
 	err error
+}
+
+// keeperJob is store work the publishing must not wait for: a count, or
+// holds (LeasingOutbox) and deletes. The keeper goroutine does one at a
+// time; the entries stay the loop's, the keeper sees sequence numbers.
+type keeperJob struct {
+	count bool
+	// hold are acknowledged records to mark held until holdUntil.
+	hold      []*entry
+	holdSeqs  []uint64
+	holdUntil time.Time
+	// doomed are deleted as they are; held are deleted only once the
+	// server is shown to have stayed up past their SyncedAfter: it answers
+	// a ping on the connection that carried their PubAcks (epoch).
+	doomed   []uint64
+	held     []*entry
+	heldSeqs []uint64
+	epoch    uint64
+}
+
+// keeperResult is what became of a keeperJob.
+type keeperResult struct {
+	job *keeperJob
+	n   int // count
+	err error
+	// unproven: no answer to the ping, so the held records stay held;
+	// reconnected: the connection was re-established since their PubAcks,
+	// so they are published again. The doomed were deleted either way.
+	unproven, reconnected bool
 }
 
 // pipeline is the relay's state. Every field is owned by the one Run or
@@ -64,22 +93,23 @@ type pipeline struct {
 	// held are acknowledged and kept until SyncedAfter has passed, in ack
 	// order; unheld are those of them a LeasingOutbox has not been told to
 	// hold yet; doomed are deleted at once (acknowledged with SyncedAfter 0,
-	// or invalid).
-	held   []*entry
-	unheld []*entry
-	doomed []uint64
+	// or invalid). keeping: a keeperJob is out.
+	held    []*entry
+	unheld  []*entry
+	doomed  []uint64
+	keeping bool
 	// unread estimates the records of a plain Outbox beyond cursor: set by
 	// a count, lowered by reads, zeroed by a read that returned less than a
 	// batch. leaseDepth is a LeasingOutbox's count less what was published
 	// since.
 	unread, leaseDepth int
-	lastCount          time.Time
-	// epoch is the publisher's reconnect count as last seen.
+	// epoch is the connection's reconnect count as last seen.
 	epoch uint64
 	// started: the relay has caught up with the outbox or had a PubAck.
 	started bool
 	// readErr, pubErr and delErr are the failures not yet followed by a
-	// success of the same kind; retryAt ends the backoff after the last.
+	// success of the same kind; retryAt (wall clock) ends the backoff
+	// after the last.
 	readErr, pubErr, delErr error
 	retryAt                 time.Time
 	bo                      *backoff.ExponentialBackOff
@@ -90,15 +120,14 @@ type pipeline struct {
 	// reset: a delete or hold failed, so the relay cannot tell what the
 	// store kept; once nothing is in flight it forgets everything and reads
 	// the outbox from the start, as after a restart.
-	reset      bool
+	reset bool
+	// lastDelete (wall clock) paces the deletes.
 	lastDelete time.Time
 }
 
 func (p *pipeline) init(r *Relay) {
 	p.busy = map[string]bool{}
-	if r.reconnects != nil {
-		p.epoch = r.reconnects()
-	}
+	p.epoch = r.reconnects()
 	p.bo = backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(r.opts.MinBackoff),
 		backoff.WithMaxInterval(r.opts.MaxBackoff),
@@ -106,6 +135,40 @@ func (p *pipeline) init(r *Relay) {
 		backoff.WithMultiplier(2),
 		backoff.WithMaxElapsedTime(0), // never give up: the outbox holds the events
 	)
+}
+
+// reconnects is the connection's reconnect count (0 without a connection).
+func (r *Relay) reconnects() uint64 {
+	if r.nc == nil {
+		return 0
+	}
+	return r.nc.Stats().Reconnects
+}
+
+func (p *pipeline) failure() error {
+	switch {
+	case p.readErr != nil:
+		return p.readErr
+	case p.pubErr != nil:
+		return p.pubErr
+	}
+	return p.delErr
+}
+
+func (p *pipeline) health() error {
+	if err := p.failure(); err != nil {
+		return err
+	}
+	if !p.started {
+		return ErrRelayNotStarted
+	}
+	return nil
+}
+
+// idle: nothing read is left to publish or delete now (held records may
+// still wait for SyncedAfter).
+func (p *pipeline) idle() bool {
+	return !p.more && !p.reset && !p.keeping && len(p.pending) == 0 && len(p.flying) == 0 && len(p.unheld) == 0 && len(p.doomed) == 0
 }
 
 // failed records a failure of one kind (kind points at readErr, pubErr or
@@ -139,32 +202,6 @@ func (r *Relay) succeeded(kind *error) {
 	}
 }
 
-func (p *pipeline) failure() error {
-	switch {
-	case p.readErr != nil:
-		return p.readErr
-	case p.pubErr != nil:
-		return p.pubErr
-	}
-	return p.delErr
-}
-
-func (p *pipeline) health() error {
-	if err := p.failure(); err != nil {
-		return err
-	}
-	if !p.started {
-		return ErrRelayNotStarted
-	}
-	return nil
-}
-
-// idle: nothing read is left to publish or delete now (held records may
-// still wait for SyncedAfter).
-func (p *pipeline) idle() bool {
-	return !p.more && !p.reset && len(p.pending) == 0 && len(p.flying) == 0 && len(p.unheld) == 0 && len(p.doomed) == 0
-}
-
 // loop is Run (drain false: until ctx ends, backing off after failures)
 // and Drain (drain true: until the outbox is empty, the first failure or
 // ctx's end, whose errors it returns).
@@ -172,19 +209,29 @@ func (r *Relay) loop(ctx context.Context, drain bool) error {
 	p := &r.p
 	sent := make(chan *entry, r.opts.Window)
 	done := make(chan outcome, r.opts.Window)
-	collected := make(chan struct{})
-	// The collector is owned by this call: it exits once sent is closed,
-	// which happens only when nothing is in flight.
+	jobs := make(chan *keeperJob, 1)
+	kept := make(chan keeperResult, 1)
+	stopped := make(chan struct{}, 2)
+	// The collector and the keeper are owned by this call: they exit once
+	// sent and jobs are closed, which happens only when nothing is in
+	// flight and no job is out.
 	go func() {
-		defer close(collected)
+		defer func() { stopped <- struct{}{} }()
 		r.collect(sent, done)
+	}()
+	go func() {
+		defer func() { stopped <- struct{}{} }()
+		r.keep(ctx, jobs, kept)
 	}()
 	defer func() {
 		close(sent)
-		<-collected
+		close(jobs)
+		<-stopped
+		<-stopped
 	}()
 
 	failuresBefore := p.failures
+	finalJob := false // ending: the last deletes were handed to the keeper
 	ticker := time.NewTicker(r.opts.Interval)
 	defer ticker.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -192,7 +239,7 @@ func (r *Relay) loop(ctx context.Context, drain bool) error {
 	notify := r.out.Notify()
 	p.more = true
 	if !drain {
-		r.count(ctx)
+		r.startJob(jobs, &keeperJob{count: true})
 	}
 
 	for {
@@ -204,23 +251,31 @@ func (r *Relay) loop(ctx context.Context, drain bool) error {
 			r.fill(ctx)
 			r.dispatch(ctx, sent)
 		}
-		if p.reset && len(p.flying) == 0 {
+		if p.reset && len(p.flying) == 0 && !p.keeping {
 			p.forget()
 		}
-		final := (stopping || drain) && len(p.flying) == 0
-		r.flush(ctx, r.now(), final)
+		// Ending (ctx done, or a Drain's failure): once nothing flies, one
+		// last job deletes what may be deleted, then the loop returns.
+		ending := (stopping || drainFailed) && len(p.flying) == 0
+		switch {
+		case ending && !p.keeping && !finalJob:
+			r.flush(jobs, true)
+			finalJob = true
+		case !ending:
+			r.flush(jobs, drain && len(p.flying) == 0)
+		}
 		if !p.started && p.idle() && p.failure() == nil {
 			p.started = true
 		}
 		r.report()
 		r.setHealth(p.health())
-		if len(p.flying) == 0 {
+		if len(p.flying) == 0 && !p.keeping {
 			switch {
-			case stopping && drain:
+			case finalJob && stopping && drain:
 				return ctx.Err()
-			case stopping:
+			case finalJob && stopping:
 				return nil
-			case drain && p.failures > failuresBefore:
+			case finalJob:
 				return p.lastErr
 			case drain && p.idle():
 				return nil
@@ -230,7 +285,7 @@ func (r *Relay) loop(ctx context.Context, drain bool) error {
 		timer.Reset(r.nextWake(stopping))
 		ctxDone := ctx.Done()
 		if stopping {
-			ctxDone = nil // only the publishes in flight matter now
+			ctxDone = nil // only the publishes in flight and the last job matter now
 		}
 		select {
 		case o := <-done:
@@ -244,11 +299,15 @@ func (r *Relay) loop(ctx context.Context, drain bool) error {
 				}
 			}
 			r.report()
+		case res := <-kept:
+			r.kept(res)
 		case <-notify:
 			p.more = true
 		case <-ticker.C:
 			p.more = true
-			r.count(ctx)
+			if !p.keeping && !stopping {
+				r.startJob(jobs, &keeperJob{count: true})
+			}
 		case <-r.wake:
 			// An operator asked (POST /v1/admin/redrive): retry now, and
 			// back off from the start if it fails again.
@@ -350,7 +409,7 @@ func (r *Relay) dispatch(ctx context.Context, sent chan<- *entry) {
 		if !e.until.IsZero() && r.now().Add(r.opts.PublishTimeout).After(e.until) {
 			// Later records of the key go too: they must not overtake it.
 			waiting[e.key] = true
-			dropped += r.dropKey(p.pending[i+1:], e.key) + 1
+			dropped += dropKey(p.pending[i+1:], e.key) + 1
 			continue
 		}
 		if sent, err := r.publish(e, sent); err != nil {
@@ -370,7 +429,7 @@ func (r *Relay) dispatch(ctx context.Context, sent chan<- *entry) {
 
 // dropKey nils out the records of key in rest (dispatch deletes them) and
 // returns how many there were.
-func (r *Relay) dropKey(rest []*entry, key string) int {
+func dropKey(rest []*entry, key string) int {
 	n := 0
 	for i, e := range rest {
 		if e != nil && e.key == key {
@@ -487,15 +546,12 @@ func (p *pipeline) requeue(e *entry) {
 	p.pending = slices.Insert(p.pending, i, e)
 }
 
-// checkEpoch publishes the held records again after the publisher
-// reconnected: the server may have restarted and lost what it had not
+// checkEpoch publishes the held records again after the connection was
+// re-established: the server may have restarted and lost what it had not
 // synced, and only the outbox still has it. The duplicates window drops
 // whatever the server kept.
 func (r *Relay) checkEpoch() {
 	p := &r.p
-	if r.reconnects == nil {
-		return
-	}
 	n := r.reconnects()
 	if n == p.epoch {
 		return
@@ -516,64 +572,141 @@ func (r *Relay) checkEpoch() {
 	}
 }
 
-// flush tells a LeasingOutbox which records are held and deletes the
-// records that may go: the doomed at once, the held once SyncedAfter has
-// passed since their PubAck, batched (final: everything due, now). Deletes
-// run even when ctx is done: the records are on the stream, and a restart
-// would only publish them again.
-func (r *Relay) flush(ctx context.Context, now time.Time, final bool) {
+// flush hands the keeper what the store must hear: holds for a
+// LeasingOutbox, the doomed records, and the held ones whose SyncedAfter
+// has passed, batched (final: now, whatever is due). It reports whether it
+// started a job.
+func (r *Relay) flush(jobs chan<- *keeperJob, final bool) bool {
 	p := &r.p
-	if p.reset {
-		return
+	if p.keeping || p.reset {
+		return false
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
-	defer cancel()
-	if len(p.unheld) > 0 {
-		until := now.Add(r.opts.SyncedAfter + r.opts.Lease)
-		seqs := make([]uint64, len(p.unheld))
-		for i, e := range p.unheld {
-			seqs[i] = e.rec.Seq
-		}
-		if err := r.lease.HoldEvents(sctx, until, seqs...); err != nil {
-			r.storeFailed(fmt.Errorf("hold outbox records: %w", err))
-			return
-		}
-		for _, e := range p.unheld {
-			e.until = until
-		}
-		p.unheld = p.unheld[:0]
-	}
+	now := r.now()
 	due := 0
 	for due < len(p.held) && !p.held[due].ackedAt.Add(r.opts.SyncedAfter).After(now) {
 		due++
 	}
-	if len(p.doomed) == 0 && (due == 0 || !final && due < deleteBatch && time.Since(p.lastDelete) < deleteEvery) {
-		return
+	if due > 0 && !final && due < deleteBatch && time.Since(p.lastDelete) < deleteEvery {
+		due = 0 // not yet: batch them
 	}
-	seqs := p.doomed
-	for _, e := range p.held[:due] {
-		seqs = append(seqs, e.rec.Seq)
+	if len(p.unheld) == 0 && len(p.doomed) == 0 && due == 0 {
+		return false
+	}
+	job := &keeperJob{doomed: p.doomed, epoch: p.epoch}
+	if len(p.unheld) > 0 {
+		job.hold, job.holdUntil = p.unheld, now.Add(r.opts.SyncedAfter+r.opts.Lease)
+		for _, e := range p.unheld {
+			job.holdSeqs = append(job.holdSeqs, e.rec.Seq)
+		}
+		p.unheld = nil
+	}
+	if due > 0 {
+		job.held = slices.Clone(p.held[:due])
+		for _, e := range job.held {
+			job.heldSeqs = append(job.heldSeqs, e.rec.Seq)
+		}
+		p.held = slices.Delete(p.held, 0, due)
+		p.lastDelete = time.Now()
+	}
+	p.doomed = nil
+	r.startJob(jobs, job)
+	return true
+}
+
+func (r *Relay) startJob(jobs chan<- *keeperJob, job *keeperJob) {
+	r.p.keeping = true
+	jobs <- job // never blocks: one job at a time, and jobs holds one
+}
+
+// keep runs keeperJobs, one at a time, off the publishing path: a store
+// commit that stalls (an fsync on a busy disk) delays deletes, never a
+// publish. Writes run even when ctx is done: the records are on the
+// stream, and a restart would only publish them again.
+func (r *Relay) keep(ctx context.Context, jobs <-chan *keeperJob, kept chan<- keeperResult) {
+	for job := range jobs {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
+		kept <- r.runJob(sctx, job)
+		cancel()
+	}
+}
+
+func (r *Relay) runJob(ctx context.Context, job *keeperJob) keeperResult {
+	res := keeperResult{job: job}
+	if job.count {
+		res.n, res.err = r.out.CountEvents(ctx)
+		return res
+	}
+	if len(job.holdSeqs) > 0 {
+		if err := r.lease.HoldEvents(ctx, job.holdUntil, job.holdSeqs...); err != nil {
+			res.err = fmt.Errorf("hold outbox records: %w", err)
+			return res
+		}
+	}
+	seqs := job.doomed
+	if len(job.heldSeqs) > 0 {
+		// The server syncs every interval while it runs; a ping answered
+		// on the connection that carried the PubAcks, after SyncedAfter,
+		// shows it ran through one. A new connection may be a restarted
+		// server that lost them.
+		switch {
+		case r.nc != nil && r.nc.FlushTimeout(r.opts.PublishTimeout) != nil:
+			res.unproven = true
+		case r.reconnects() != job.epoch:
+			res.reconnected = true
+		default:
+			seqs = append(slices.Clip(seqs), job.heldSeqs...)
+		}
 	}
 	for len(seqs) > 0 {
 		n := min(len(seqs), maxDelete)
-		if err := r.out.AckEvents(sctx, seqs[:n]...); err != nil {
-			r.storeFailed(fmt.Errorf("ack outbox: %w", err))
-			return
+		if err := r.out.AckEvents(ctx, seqs[:n]...); err != nil {
+			res.err = fmt.Errorf("ack outbox: %w", err)
+			return res
 		}
 		seqs = seqs[n:]
 	}
-	p.doomed = nil
-	p.held = p.held[due:]
-	r.succeeded(&p.delErr)
-	p.lastDelete = time.Now()
+	return res
 }
 
-// storeFailed records a failed delete or hold. The relay no longer knows
-// what the store kept, so it starts over once nothing is in flight: what
-// it published is published again and dropped as a duplicate.
-func (r *Relay) storeFailed(err error) {
-	r.failed(&r.p.delErr, err)
-	r.p.reset = true
+// kept takes a keeperResult back into the pipeline.
+func (r *Relay) kept(res keeperResult) {
+	p := &r.p
+	p.keeping = false
+	job := res.job
+	if job.count {
+		if res.err != nil {
+			r.log.Debug("relay: counting the outbox failed", "err", res.err)
+			return
+		}
+		if r.lease != nil {
+			p.leaseDepth = max(res.n-len(p.unheld)-len(p.doomed), 0)
+			return
+		}
+		p.unread = max(res.n-len(p.pending)-len(p.flying)-len(p.held)-len(p.doomed), 0)
+		return
+	}
+	if res.err != nil {
+		// The relay no longer knows what the store kept, so it starts over
+		// once nothing is in flight: what it published is published again
+		// and dropped as a duplicate.
+		r.failed(&p.delErr, res.err)
+		p.reset = true
+		return
+	}
+	r.succeeded(&p.delErr)
+	for _, e := range job.hold {
+		e.until = job.holdUntil
+	}
+	switch {
+	case res.unproven:
+		r.log.Debug("relay: nats did not answer a ping; keeping held events", "events", len(job.held))
+		p.held = append(job.held, p.held...)
+	case res.reconnected:
+		for _, e := range job.held {
+			p.requeue(e)
+		}
+		r.log.Info("nats reconnected; publishing held events again", "events", len(job.held))
+	}
 }
 
 // forget drops everything the relay read, so it reads the outbox again
@@ -582,29 +715,6 @@ func (p *pipeline) forget() {
 	p.pending, p.held, p.unheld, p.doomed = nil, nil, nil, nil
 	clear(p.busy)
 	p.cursor, p.unread, p.more, p.reset = 0, 0, true, false
-}
-
-// count refreshes the backlog from the outbox's own count, at most once per
-// Interval (it may scan the outbox). A failure leaves the last estimate.
-func (r *Relay) count(ctx context.Context) {
-	p := &r.p
-	now := r.now()
-	if !p.lastCount.IsZero() && now.Sub(p.lastCount) < r.opts.Interval/2 {
-		return
-	}
-	p.lastCount = now
-	cctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
-	defer cancel()
-	n, err := r.out.CountEvents(cctx)
-	if err != nil {
-		r.log.Debug("relay: counting the outbox failed", "err", err)
-		return
-	}
-	if r.lease != nil {
-		p.leaseDepth = max(n-len(p.unheld)-len(p.doomed), 0)
-		return
-	}
-	p.unread = max(n-len(p.pending)-len(p.flying)-len(p.held)-len(p.doomed), 0)
 }
 
 // report publishes the backlog to the metrics and Backlog.

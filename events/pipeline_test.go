@@ -397,3 +397,41 @@ func streamCountAt(tb testing.TB, js jetstream.JetStream) uint64 {
 	}
 	return streamCount(tb, st)
 }
+
+// TestRelayKeepsHeldWhileServerDown: a held record is deleted only once
+// the server has answered a ping after its SyncedAfter, on the connection
+// that carried its PubAck. A server that went away before that (it may
+// not have synced) leaves the record in the outbox, and after the
+// reconnect the relay publishes it again; only then is it deleted.
+func TestRelayKeepsHeldWhileServerDown(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "", false)
+	url := s.ClientURL()
+	listen := fmt.Sprintf("127.0.0.1:%d", port(t, url))
+	js := connect(t, url)
+	ensureStream(t, js)
+	out := newFakeOutbox()
+	evs := []ledger.Event{event(0, "succeeded"), event(1, "succeeded")}
+	out.add(evs...)
+	reg := prometheus.NewRegistry()
+	opts := fastRelay(relayMetrics(t, reg), 10)
+	opts.Now, opts.SyncedAfter = nil, 300*time.Millisecond
+	r, err := events.NewRelay(out, js, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	testkit.EventuallyWithin(t, 10*time.Second, "published", func() bool {
+		return metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished) == 2
+	})
+	shutdown(t, s) // within SyncedAfter of the PubAcks
+	time.Sleep(time.Second)
+	if got := out.len(); got != 2 {
+		t.Fatalf("outbox with the server gone: %d records, want both still held", got)
+	}
+	startServer(t, dir, listen, false)
+	testkit.EventuallyWithin(t, 20*time.Second, "published again and deleted", func() bool { return out.len() == 0 })
+	if got := metric(t, reg, "reconciler_relay_publishes_total", events.ResultDuplicate); got != 2 {
+		t.Errorf("duplicates: got %v, want 2 (the restarted server had kept both)", got)
+	}
+}

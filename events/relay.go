@@ -139,15 +139,15 @@ type Relay struct {
 	out   Outbox
 	lease LeasingOutbox // out, when it leases; nil otherwise
 	pub   Publisher
-	// reconnects counts the publisher's reconnects (nil when the publisher
-	// has no *nats.Conn): a reconnect may mean a restarted server that lost
-	// what it had not synced.
-	reconnects func() uint64
-	opts       RelayOptions
-	log        *slog.Logger
-	now        func() time.Time
-	met        RelayMetrics
-	running    atomic.Bool
+	// nc is the publisher's connection (nil when it has none): its
+	// reconnects may mean a restarted server that lost what it had not
+	// synced, and a ping on it proves the server stayed up (doc.go).
+	nc      *nats.Conn
+	opts    RelayOptions
+	log     *slog.Logger
+	now     func() time.Time
+	met     RelayMetrics
+	running atomic.Bool
 
 	// p is the pipeline's state, owned by the one Run or Drain running.
 	p pipeline
@@ -223,9 +223,8 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 		out: out, lease: lo, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
 		health: ErrRelayNotStarted, wake: make(chan struct{}, 1),
 	}
-	if c, ok := pub.(interface{ Conn() *nats.Conn }); ok && c.Conn() != nil {
-		nc := c.Conn()
-		r.reconnects = func() uint64 { return nc.Stats().Reconnects }
+	if c, ok := pub.(interface{ Conn() *nats.Conn }); ok {
+		r.nc = c.Conn()
 	}
 	r.p.init(r)
 	return r, nil
