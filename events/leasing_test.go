@@ -54,8 +54,19 @@ func (p *countingPublisher) total() int {
 // PostgreSQL schema while writers append two events per key (escalated,
 // then succeeded) through both stores. Every record must be published by
 // exactly one relay, once, and each key's events must be on the stream in
-// commit order.
+// commit order: with records deleted at their PubAck, and with records
+// held (HoldEvents) until SyncedAfter has passed (ledger/postgres's
+// TestClaimEventsReplicas checks that a hold keeps no later record of its
+// row waiting).
 func TestRelaysShareLeasingOutbox(t *testing.T) {
+	for _, syncedAfter := range []time.Duration{0, 300 * time.Millisecond} {
+		t.Run(fmt.Sprintf("synced after %s", syncedAfter), func(t *testing.T) {
+			shareLeasingOutbox(t, syncedAfter)
+		})
+	}
+}
+
+func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
 	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
 	ctx := context.Background()
 	srv := startServer(t, t.TempDir(), "", false)
@@ -84,7 +95,7 @@ func TestRelaysShareLeasingOutbox(t *testing.T) {
 	pubs := [2]*countingPublisher{}
 	for i := range pubs {
 		pubs[i] = &countingPublisher{js: js, n: map[string]int{}}
-		r, err := events.NewRelay(stores[i], pubs[i], events.RelayOptions{Batch: 3, Interval: 20 * time.Millisecond})
+		r, err := events.NewRelay(stores[i], pubs[i], events.RelayOptions{Batch: 3, Interval: 20 * time.Millisecond, SyncedAfter: syncedAfter})
 		if err != nil {
 			t.Fatalf("new relay: %v", err)
 		}

@@ -328,7 +328,7 @@ func (r *Relay) nextWake(stopping bool) time.Duration {
 	if wall := time.Now(); !stopping && wall.Before(p.retryAt) {
 		d = p.retryAt.Sub(wall)
 	}
-	if len(p.held) > 0 && !p.reset {
+	if len(p.held) > 0 && !p.reset && !p.keeping { // a job's end wakes the loop anyway
 		due := p.held[0].ackedAt.Add(r.opts.SyncedAfter).Sub(r.now())
 		d = min(d, max(due, time.Until(p.lastDelete.Add(deleteEvery))))
 	}
