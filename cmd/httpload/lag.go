@@ -119,7 +119,7 @@ func (t *lagTracker) snapshot() lagSnapshot {
 // observer reads every event stored on the stream through an ordered
 // consumer on its own connection (not the relay's) and hands each key's
 // arrival time to the tracker. Delivery from a consumer means the message
-// is stored (and, with SyncAlways, fsynced).
+// is stored (and the relay's PubAck sent): what Await sees.
 type observer struct {
 	nc *nats.Conn
 	cc jetstream.ConsumeContext
