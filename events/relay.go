@@ -83,7 +83,7 @@ const (
 )
 
 // ErrRelayNotStarted is what Healthy reports before the relay has first
-// caught up with the outbox.
+// had a PubAck or found the outbox empty.
 var ErrRelayNotStarted = errors.New("relay has not published yet")
 
 // errPublishTimeout is a publish whose PubAck did not come within
@@ -231,9 +231,10 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 }
 
 // Healthy returns nil while the relay reads the outbox, publishes and
-// deletes without failing, the last failure's error otherwise, and
-// ErrRelayNotStarted until it has first caught up with the outbox. It is
-// what /readyz reports for the event bus.
+// deletes without failing, the failure's error while one is not followed
+// by a success of its kind, and ErrRelayNotStarted until the relay has
+// first had a PubAck or found the outbox empty (a backlog is not a
+// failure: Backlog shows it). It is what /readyz reports for the event bus.
 func (r *Relay) Healthy() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
