@@ -8,7 +8,7 @@ BENCHTIME ?= 2s
 PKGS      := ./...
 PYTHON    ?= python3
 
-.PHONY: run test test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http fuzz build docker clean
+.PHONY: run test test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http bench-events fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -68,6 +68,9 @@ bench: ## the figures of BENCHMARKS.md
 
 bench-http: ## HTTP claim API vs a bare echo server, plus relay lag (cmd/httpload); under a minute
 	./scripts/bench-http.sh
+
+bench-events: ## durable webhook ingest, relay rate and event lag at peak and half rate, in one run; about 2 minutes
+	./scripts/bench-http.sh -mode webhook -webhook-rows 200000
 
 fuzz: ## each fuzz target for FUZZTIME
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \

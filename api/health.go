@@ -2,16 +2,29 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 )
+
+// Degraded is what a ReadyCheck returns for a dependency that works but is
+// behind (the event relay's backlog): /readyz still answers 200, with
+// status "degraded" and Detail under the check's name. Detail is served to
+// anyone (/readyz needs no token): it must hold no secret.
+type Degraded struct {
+	Detail string
+}
+
+func (d *Degraded) Error() string { return "degraded: " + d.Detail }
 
 type healthResponse struct {
 	Status string `json:"status"`
 	// Failing names the readiness checks that failed (their errors are
 	// logged, not served: /readyz needs no token).
 	Failing []string `json:"failing,omitempty"`
+	// Degraded holds each degraded check's detail, by check name.
+	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
 // healthz is GET /healthz: 200 while the process serves.
@@ -19,21 +32,35 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, healthResponse{Status: "ok"})
 }
 
-// readyz is GET /readyz: 200 when every check passes, else 503 naming the
-// failing checks. Checks run one after another, each bounded by the ready
-// timeout, inside the request: no goroutine outlives it.
+// readyz is GET /readyz: 200 when every check passes, 200 "degraded" with
+// each degraded check's detail when some return a *Degraded, else 503
+// naming the failing checks. Checks run one after another, each bounded by
+// the ready timeout, inside the request: no goroutine outlives it.
 func (s *Server) readyz(c echo.Context) error {
 	ctx := c.Request().Context()
 	var failing []string
+	var degraded map[string]string
 	for _, rc := range s.ready {
-		if err := s.runCheck(ctx, rc); err != nil {
+		err := s.runCheck(ctx, rc)
+		var d *Degraded
+		switch {
+		case err == nil:
+		case errors.As(err, &d):
+			if degraded == nil {
+				degraded = map[string]string{}
+			}
+			degraded[rc.Name] = d.Detail
+		default:
 			failing = append(failing, rc.Name)
 			s.log.WarnContext(ctx, "readiness check failed", "check", rc.Name, "err", err)
 		}
 	}
-	if len(failing) > 0 {
+	switch {
+	case len(failing) > 0:
 		c.Response().Header().Set("Retry-After", "1")
-		return c.JSON(http.StatusServiceUnavailable, healthResponse{Status: "not_ready", Failing: failing})
+		return c.JSON(http.StatusServiceUnavailable, healthResponse{Status: "not_ready", Failing: failing, Degraded: degraded})
+	case len(degraded) > 0:
+		return c.JSON(http.StatusOK, healthResponse{Status: "degraded", Degraded: degraded})
 	}
 	return c.JSON(http.StatusOK, healthResponse{Status: "ready"})
 }

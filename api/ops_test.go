@@ -64,6 +64,57 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
+// TestReadinessDegraded: a check that returns *api.Degraded keeps /readyz
+// at 200, says degraded and serves its detail; a failing check still wins.
+func TestReadinessDegraded(t *testing.T) {
+	var behind, down atomic.Bool
+	f := newFixture(t, func(o *api.Options) {
+		o.Ready = []api.ReadyCheck{
+			{Name: "store", Check: func(context.Context) error {
+				if down.Load() {
+					return errors.New("store down")
+				}
+				return nil
+			}},
+			{Name: "events", Check: func(context.Context) error {
+				if behind.Load() {
+					return &api.Degraded{Detail: "outbox holds 12000 events (degraded past 10000); oldest waited 2.5s"}
+				}
+				return nil
+			}},
+		}
+	})
+	type health struct {
+		Status   string            `json:"status"`
+		Failing  []string          `json:"failing"`
+		Degraded map[string]string `json:"degraded"`
+	}
+	steps := []struct {
+		name         string
+		behind, down bool
+		status       int
+		want         health
+	}{
+		{name: "ready", status: 200, want: health{Status: "ready"}},
+		{name: "behind", behind: true, status: 200, want: health{Status: "degraded",
+			Degraded: map[string]string{"events": "outbox holds 12000 events (degraded past 10000); oldest waited 2.5s"}}},
+		{name: "behind and down", behind: true, down: true, status: 503, want: health{Status: "not_ready", Failing: []string{"store"},
+			Degraded: map[string]string{"events": "outbox holds 12000 events (degraded past 10000); oldest waited 2.5s"}}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			behind.Store(st.behind)
+			down.Store(st.down)
+			rec := f.do(http.MethodGet, "/readyz", "", nil)
+			wantStatus(t, rec, st.status)
+			got := decode[health](t, rec)
+			if got.Status != st.want.Status || fmt.Sprint(got.Failing) != fmt.Sprint(st.want.Failing) || fmt.Sprint(got.Degraded) != fmt.Sprint(st.want.Degraded) {
+				t.Fatalf("readyz: got %+v, want %+v", got, st.want)
+			}
+		})
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
 	key := f.mustClaim(tokenAcme, newClaim("run_1"), http.StatusCreated).Row.Key

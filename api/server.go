@@ -29,7 +29,8 @@ type Store interface {
 }
 
 // ReadyCheck is one readiness dependency (the store, NATS). Check must honour
-// its context: /readyz gives each check ReadyTimeout.
+// its context: /readyz gives each check ReadyTimeout. It returns nil when
+// ready, a *Degraded when working but behind, any other error when not.
 type ReadyCheck struct {
 	Name  string
 	Check func(ctx context.Context) error

@@ -32,7 +32,7 @@ func publish(t *testing.T, js jetstream.JetStream, ev ledger.Event) {
 	}
 }
 
-func consumers(t *testing.T, st jetstream.Stream) int {
+func consumers(t testing.TB, st jetstream.Stream) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

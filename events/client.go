@@ -51,12 +51,19 @@ func Connect(url string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, je
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", redactURLs(nc.ConnectedUrl()))
 		}),
+		// A publish while disconnected fails at once instead of waiting in
+		// a buffer that is sent after the reconnect: buffered messages would
+		// reach the stream ahead of the earlier ones the relay publishes
+		// again, and the relay keeps everything in the outbox anyway.
+		nats.ReconnectBufSize(-1),
 	}
 	nc, err := nats.Connect(url, append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats connect: %w", err)
 	}
-	js, err := jetstream.New(nc)
+	// The relay waits for each PubAck only PublishTimeout; this frees
+	// nats.go's own record of a PubAck that never comes.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(DefaultPublishTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -145,6 +146,27 @@ func (o *fakeOutbox) PendingEvents(ctx context.Context, limit int) ([]ledger.Out
 	return slices.Clone(o.recs[:n]), nil
 }
 
+func (o *fakeOutbox) EventsAfter(ctx context.Context, after uint64, limit int) ([]ledger.OutboxRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failRead != nil {
+		return nil, o.failRead
+	}
+	i, _ := slices.BinarySearchFunc(o.recs, after+1, func(r ledger.OutboxRecord, seq uint64) int { return cmp.Compare(r.Seq, seq) })
+	n := min(limit, len(o.recs)-i)
+	return slices.Clone(o.recs[i : i+n]), nil
+}
+
+func (o *fakeOutbox) CountEvents(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return o.len(), nil
+}
+
 func (o *fakeOutbox) AckEvents(ctx context.Context, seqs ...uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -163,6 +185,41 @@ func (o *fakeOutbox) Notify() <-chan struct{} { return o.notify }
 
 var _ events.Outbox = (*fakeOutbox)(nil)
 var _ events.Outbox = ledger.Outbox(nil)
+
+// syncPublisher adapts a publish that waits for its PubAck to the relay's
+// Publisher: it publishes inside PublishMsgAsync, one message at a time,
+// and returns a future that is already resolved. Its error is a message
+// that was not sent.
+type syncPublisher func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+
+func (f syncPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	ack, err := f(context.Background(), m, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return resolved(m, ack, nil), nil
+}
+
+// resolved returns a future that has its PubAck, or its error, already.
+func resolved(m *nats.Msg, ack *jetstream.PubAck, err error) jetstream.PubAckFuture {
+	f := doneFuture{msg: m, ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
+	if err != nil {
+		f.err <- err
+	} else {
+		f.ok <- ack
+	}
+	return f
+}
+
+type doneFuture struct {
+	msg *nats.Msg
+	ok  chan *jetstream.PubAck
+	err chan error
+}
+
+func (f doneFuture) Ok() <-chan *jetstream.PubAck { return f.ok }
+func (f doneFuture) Err() <-chan error            { return f.err }
+func (f doneFuture) Msg() *nats.Msg               { return f.msg }
 
 // runRelay runs r until the test ends and checks that Run returns nil.
 func runRelay(tb testing.TB, r *events.Relay) (stop func()) {

@@ -23,19 +23,21 @@ var _ events.LeasingOutbox = (*postgres.Store)(nil)
 // countingPublisher counts the publishes of each Nats-Msg-Id, so a record
 // handed to two relays shows even when JetStream's dedupe hides it.
 type countingPublisher struct {
-	js events.Publisher
+	js jetstream.JetStream
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (p *countingPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *countingPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, m, opts...)
 	if err == nil {
 		p.mu.Lock()
 		p.n[m.Header.Get(jetstream.MsgIDHeader)]++
 		p.mu.Unlock()
 	}
-	return ack, err
+	return resolved(m, ack, err), nil
 }
 
 func (p *countingPublisher) total() int {
@@ -52,8 +54,19 @@ func (p *countingPublisher) total() int {
 // PostgreSQL schema while writers append two events per key (escalated,
 // then succeeded) through both stores. Every record must be published by
 // exactly one relay, once, and each key's events must be on the stream in
-// commit order.
+// commit order: with records deleted at their PubAck, and with records
+// held (HoldEvents) until SyncedAfter has passed (ledger/postgres's
+// TestClaimEventsReplicas checks that a hold keeps no later record of its
+// row waiting).
 func TestRelaysShareLeasingOutbox(t *testing.T) {
+	for _, syncedAfter := range []time.Duration{0, 300 * time.Millisecond} {
+		t.Run(fmt.Sprintf("synced after %s", syncedAfter), func(t *testing.T) {
+			shareLeasingOutbox(t, syncedAfter)
+		})
+	}
+}
+
+func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
 	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
 	ctx := context.Background()
 	srv := startServer(t, t.TempDir(), "", false)
@@ -82,7 +95,7 @@ func TestRelaysShareLeasingOutbox(t *testing.T) {
 	pubs := [2]*countingPublisher{}
 	for i := range pubs {
 		pubs[i] = &countingPublisher{js: js, n: map[string]int{}}
-		r, err := events.NewRelay(stores[i], pubs[i], events.RelayOptions{Batch: 3, Interval: 20 * time.Millisecond})
+		r, err := events.NewRelay(stores[i], pubs[i], events.RelayOptions{Batch: 3, Interval: 20 * time.Millisecond, SyncedAfter: syncedAfter})
 		if err != nil {
 			t.Fatalf("new relay: %v", err)
 		}
@@ -207,6 +220,15 @@ func (l *leasingFake) ClaimEvents(ctx context.Context, now time.Time, limit int,
 	return out, nil
 }
 
+func (l *leasingFake) HoldEvents(ctx context.Context, until time.Time, seqs ...uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, seq := range seqs {
+		l.until[seq] = until
+	}
+	return nil
+}
+
 func (l *leasingFake) claimCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -222,12 +244,12 @@ type slowPublisher struct {
 	ids  []string
 }
 
-func (p *slowPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *slowPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	p.clk.Advance(p.step)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids = append(p.ids, m.Subject)
-	return &jetstream.PubAck{Stream: events.DefaultStream}, nil
+	return resolved(m, &jetstream.PubAck{Stream: events.DefaultStream}, nil), nil
 }
 
 func (p *slowPublisher) count() int {
@@ -274,7 +296,7 @@ type failOncePublisher struct {
 	ids    []string
 }
 
-func (p *failOncePublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *failOncePublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ev ledger.Event
@@ -283,10 +305,10 @@ func (p *failOncePublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ..
 	}
 	if ev.Key == p.failOn && !p.failed {
 		p.failed = true
-		return nil, fmt.Errorf("publish: %w", nats.ErrTimeout)
+		return nil, fmt.Errorf("publish: %w", nats.ErrConnectionClosed)
 	}
 	p.ids = append(p.ids, ev.Key)
-	return &jetstream.PubAck{Stream: events.DefaultStream}, nil
+	return resolved(m, &jetstream.PubAck{Stream: events.DefaultStream}, nil), nil
 }
 
 func (p *failOncePublisher) keys() []string {

@@ -117,10 +117,10 @@ type gatedPublisher struct {
 	release chan struct{}
 }
 
-func (g *gatedPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (g *gatedPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	g.started <- m.Subject
 	<-g.release
-	return g.js.PublishMsg(ctx, m, opts...)
+	return g.js.PublishMsgAsync(m, opts...)
 }
 
 // TestRelayStopFinishesInFlight: cancelling Run during a publish finishes

@@ -11,17 +11,20 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Outbox is what the relay needs of a store (ledger.Outbox satisfies it).
 type Outbox interface {
-	// PendingEvents returns up to limit records in commit order.
-	PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRecord, error)
-	// AckEvents deletes published records.
+	// EventsAfter returns up to limit records with a sequence number above
+	// after, in commit order.
+	EventsAfter(ctx context.Context, after uint64, limit int) ([]ledger.OutboxRecord, error)
+	// AckEvents deletes records.
 	AckEvents(ctx context.Context, seqs ...uint64) error
+	// CountEvents returns how many records the outbox holds (a
+	// LeasingOutbox leaves out the records it holds).
+	CountEvents(ctx context.Context) (int, error)
 	// Notify receives a value after a commit that wrote records.
 	Notify() <-chan struct{}
 }
@@ -30,22 +33,27 @@ type Outbox interface {
 // (ledger/postgres.Store implements it). ClaimEvents leases up to limit
 // records until now+lease, in sequence order, never handing a record to two
 // callers under live leases and never handing out a row's record while an
-// earlier record of that row is leased to someone else. When the Outbox
-// given to NewRelay implements it, the relay leases batches instead of
-// reading PendingEvents.
+// earlier record of that row is leased, and not held, by someone else.
+// HoldEvents marks published records as held until until: they are not
+// handed out before then and keep no later record of their row waiting.
+// When the Outbox given to NewRelay implements it, the relay leases batches
+// instead of reading EventsAfter.
 type LeasingOutbox interface {
 	ClaimEvents(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]ledger.OutboxRecord, error)
+	HoldEvents(ctx context.Context, until time.Time, seqs ...uint64) error
 }
 
-// Publisher publishes one message and waits for its PubAck
-// (jetstream.JetStream satisfies it).
+// Publisher sends a message without waiting for its PubAck, which the
+// returned future delivers (jetstream.JetStream satisfies it). An error
+// means the message was not sent.
 type Publisher interface {
-	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
 }
 
 // Relay defaults.
 const (
 	DefaultRelayBatch     = 100
+	DefaultWindow         = 256
 	DefaultPublishTimeout = 5 * time.Second
 	DefaultRelayInterval  = time.Second
 	DefaultMinBackoff     = 100 * time.Millisecond
@@ -54,6 +62,15 @@ const (
 	// relay. It must exceed PublishTimeout: a publish is started only while
 	// at least PublishTimeout of the lease is left.
 	DefaultLease = 30 * time.Second
+	// StockSyncedAfter is RelayOptions.SyncedAfter for a nats-server whose
+	// sync_interval nobody set: it syncs every 2 minutes; the margin covers
+	// the sync rounds' own time.
+	StockSyncedAfter = 2*time.Minute + 30*time.Second
+	// MaxSyncedAfter bounds RelayOptions.SyncedAfter. A record the relay
+	// holds is published again after a restart, and only JetStream's
+	// duplicates window (DefaultDuplicates, 1 h) keeps that second copy off
+	// the stream, so the hold must stay far inside it.
+	MaxSyncedAfter = 10 * time.Minute
 )
 
 // Publish results, as RelayMetrics.CountResult receives them (the result
@@ -65,9 +82,13 @@ const (
 	ResultInvalid   = "invalid"   // the record can never be published; dropped
 )
 
-// ErrRelayNotStarted is what Healthy reports before the first pass over the
-// outbox has completed.
+// ErrRelayNotStarted is what Healthy reports before the relay has first
+// had a PubAck or found the outbox empty.
 var ErrRelayNotStarted = errors.New("relay has not published yet")
+
+// errPublishTimeout is a publish whose PubAck did not come within
+// RelayOptions.PublishTimeout.
+var errPublishTimeout = errors.New("no pub ack within the publish timeout")
 
 // RelayOptions configures a Relay. Zero values take the defaults.
 type RelayOptions struct {
@@ -85,41 +106,59 @@ type RelayOptions struct {
 	Metrics RelayMetrics
 	// Batch is how many records one read of the outbox returns.
 	Batch int
+	// Window is how many publishes may wait for their PubAck at once.
+	Window int
 	// PublishTimeout bounds the wait for one PubAck.
 	PublishTimeout time.Duration
+	// SyncedAfter is how long after its PubAck a message is certainly on
+	// the server's disk; the relay keeps the record (and publishes it again
+	// after a restart or a reconnect) until then. 0 deletes a record at its
+	// PubAck: right for a server that syncs before it acks (sync_interval:
+	// always) or a stream of 3 or more replicas, whose ack is a quorum's.
+	// A stock nats-server syncs every 2 minutes; the embedded one every
+	// natsserver.DefaultSyncInterval. At most MaxSyncedAfter.
+	SyncedAfter time.Duration
 	// Interval is how often the outbox is read without a notification (a
-	// missed notification, a record written by another process).
+	// missed notification, a record written by another process) and the
+	// backlog gauges are refreshed.
 	Interval time.Duration
 	// MinBackoff and MaxBackoff bound the jittered exponential wait after a
-	// failed pass (NATS or the store unavailable).
+	// failure (NATS or the store unavailable).
 	MinBackoff, MaxBackoff time.Duration
 	// Lease is how long a batch leased from a LeasingOutbox stays this
 	// relay's (default DefaultLease); it must be longer than PublishTimeout.
 	// Unused with a plain Outbox.
 	Lease time.Duration
-	// Now is the clock for the lag metric and the leases; nil means
-	// time.Now. Replicas sharing an outbox need clocks that agree to well
-	// within Lease.
+	// Now is the clock for the lag metric, the leases and SyncedAfter; nil
+	// means time.Now. Replicas sharing an outbox need clocks that agree to
+	// well within Lease.
 	Now func() time.Time
 }
 
-// Relay moves outbox records to JetStream in commit order. A record is
-// deleted from the outbox only after its PubAck; a record is never published
-// before the one ahead of it has been acknowledged.
+// Relay moves outbox records to JetStream: up to Window publishes in
+// flight, each key's records in commit order, a record deleted only once
+// its PubAck came and SyncedAfter has passed. See doc.go.
 type Relay struct {
-	out     Outbox
-	lease   LeasingOutbox // out, when it leases; nil otherwise
-	pub     Publisher
+	out   Outbox
+	lease LeasingOutbox // out, when it leases; nil otherwise
+	pub   Publisher
+	// nc is the publisher's connection (nil when it has none): its
+	// reconnects may mean a restarted server that lost what it had not
+	// synced, and a ping on it proves the server stayed up (doc.go).
+	nc      *nats.Conn
 	opts    RelayOptions
 	log     *slog.Logger
 	now     func() time.Time
 	met     RelayMetrics
 	running atomic.Bool
 
-	// held is owned by the Run goroutine (drain and read only).
-	held leasedBatch
+	// p is the pipeline's state, owned by the one Run or Drain running.
+	p pipeline
 	// wake carries Wake's request to Run (buffered: one pending is enough).
 	wake chan struct{}
+
+	// depth and oldest are the backlog Backlog reports (oldest in ns).
+	depth, oldest atomic.Int64
 
 	mu        sync.Mutex
 	health    error
@@ -146,8 +185,14 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	if opts.Batch <= 0 {
 		opts.Batch = DefaultRelayBatch
 	}
+	if opts.Window <= 0 {
+		opts.Window = DefaultWindow
+	}
 	if opts.PublishTimeout <= 0 {
 		opts.PublishTimeout = DefaultPublishTimeout
+	}
+	if opts.SyncedAfter < 0 || opts.SyncedAfter > MaxSyncedAfter {
+		return nil, fmt.Errorf("new relay: synced after %s: want 0 to %s", opts.SyncedAfter, MaxSyncedAfter)
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultRelayInterval
@@ -180,80 +225,51 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	if met == nil {
 		met = noMetrics{}
 	}
-	return &Relay{
+	r := &Relay{
 		out: out, lease: lo, pub: pub, opts: opts, log: log.With("component", "relay"), now: now, met: met,
 		health: ErrRelayNotStarted, wake: make(chan struct{}, 1),
-	}, nil
+	}
+	if c, ok := pub.(interface{ Conn() *nats.Conn }); ok {
+		r.nc = c.Conn()
+	}
+	r.p.init(r)
+	return r, nil
 }
 
-// Healthy returns nil when the last pass over the outbox published
-// everything it read, and the pass's error while publishing (or reading the
-// outbox) fails. It is what /readyz reports for the event bus.
+// Healthy returns nil while the relay reads the outbox, publishes and
+// deletes without failing, the failure's error while one is not followed
+// by a success of its kind, and ErrRelayNotStarted until the relay has
+// first had a PubAck or found the outbox empty (a backlog is not a
+// failure: Backlog shows it). It is what /readyz reports for the event bus.
 func (r *Relay) Healthy() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.health
 }
 
-// Run relays until ctx is done, then returns nil after finishing the record
-// in flight (its PubAck wait is bounded by PublishTimeout) and deleting the
-// records already acknowledged. It is woken by the outbox's Notify and every
-// Interval; after a failure it waits a jittered, capped exponential backoff
-// (notifications do not cut the wait short, so an outage is not hammered;
-// Wake, an operator's request, does).
+// Backlog returns how many outbox records wait to be published and how
+// long the oldest of those the relay has read has waited since its commit,
+// as of the relay's last look (RelayOptions.Interval at most, and after
+// every step while it works). Safe from any goroutine.
+func (r *Relay) Backlog() (depth int, oldest time.Duration) {
+	return int(r.depth.Load()), time.Duration(r.oldest.Load())
+}
+
+// Run relays until ctx is done, then returns nil after waiting for the
+// publishes in flight (bounded by PublishTimeout) and deleting what may be
+// deleted; records still held (SyncedAfter) stay in the outbox and are
+// published again, as duplicates, by the next Run. It is woken by the
+// outbox's Notify and every Interval; after a failure it waits a jittered,
+// capped exponential backoff (notifications do not cut the wait short, so
+// an outage is not hammered; Wake, an operator's request, does).
 // Only one Run may be active at a time.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("relay: already running")
 	}
 	defer r.running.Store(false)
-
-	bo := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(r.opts.MinBackoff),
-		backoff.WithMaxInterval(r.opts.MaxBackoff),
-		backoff.WithRandomizationFactor(0.5),
-		backoff.WithMultiplier(2),
-		backoff.WithMaxElapsedTime(0), // never give up: the outbox holds the events
-	)
-	ticker := time.NewTicker(r.opts.Interval)
-	defer ticker.Stop()
-	notify := r.out.Notify()
-
-	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		err := r.drain(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		r.setHealth(err)
-		if err != nil {
-			wait := bo.NextBackOff()
-			r.log.Warn("relay pass failed; retrying", "err", err, "retry_in", wait)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			case <-r.wake:
-				// An operator asked (POST /v1/admin/redrive): retry now,
-				// and back off from the start if it fails again.
-				t.Stop()
-				bo.Reset()
-			}
-			continue
-		}
-		bo.Reset()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-notify:
-		case <-ticker.C:
-		case <-r.wake:
-		}
-	}
+	_ = r.loop(ctx, false)
+	return nil
 }
 
 // Drain publishes what the outbox holds, once, within ctx: the last step of
@@ -261,22 +277,21 @@ func (r *Relay) Run(ctx context.Context) error {
 // the relay), after Run has returned, so events committed by the last
 // requests do not wait for the next start. It stops at the first failure
 // (NATS down: the records stay for the next start) and fails if Run is
-// running.
+// running. It does not wait for held records to become deletable.
 func (r *Relay) Drain(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("relay: drain while running")
 	}
 	defer r.running.Store(false)
-	if err := r.drain(ctx); err != nil {
+	if err := r.loop(ctx, true); err != nil {
 		return fmt.Errorf("relay drain: %w", err)
 	}
 	return nil
 }
 
 // Wake makes Run read the outbox and publish now, cutting short a backoff
-// after a failure or the wait for the next tick; records that are still
-// pending are then published again. It never blocks; a Wake while Run is
-// not running costs the next Run one extra pass.
+// after a failure or the wait for the next tick. It never blocks; a Wake
+// while Run is not running costs the next Run one extra read.
 func (r *Relay) Wake() {
 	select {
 	case r.wake <- struct{}{}:
@@ -287,6 +302,9 @@ func (r *Relay) Wake() {
 func (r *Relay) setHealth(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err == r.health {
+		return
+	}
 	switch {
 	case err != nil && r.health == nil:
 		r.downSince = r.now()
@@ -295,134 +313,6 @@ func (r *Relay) setHealth(err error) {
 		r.downSince = time.Time{}
 	}
 	r.health = err
-}
-
-// drain publishes batches until the outbox is empty, a step fails, or ctx
-// is done.
-func (r *Relay) drain(ctx context.Context) error {
-	for ctx.Err() == nil {
-		recs, until, err := r.read(ctx)
-		if err != nil {
-			return fmt.Errorf("read outbox: %w", err)
-		}
-		r.met.SetOutboxDepth(len(recs))
-		if len(recs) == 0 {
-			return nil
-		}
-		done, pubErr := r.publish(ctx, recs, until)
-		// Under a lease, the records left after a failed publish are still
-		// this relay's until the lease ends: keep them and retry them after
-		// the backoff, rather than leaving them (and every later record of
-		// their rows) to wait out the lease.
-		r.held = leasedBatch{}
-		if !until.IsZero() && pubErr != nil {
-			r.held = leasedBatch{recs: recs[len(done):], until: until}
-		}
-		if len(done) > 0 {
-			// The records are on the stream; delete them even when ctx is
-			// done, or a restart republishes them (harmless inside the
-			// duplicates window, but avoidable).
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
-			err := r.out.AckEvents(actx, done...)
-			cancel()
-			if err != nil {
-				// The rest go back with the lease; so do these (their second
-				// publish is a duplicate).
-				r.held = leasedBatch{}
-				return fmt.Errorf("ack outbox: %w", err)
-			}
-			r.met.SetOutboxDepth(len(recs) - len(done))
-		}
-		if pubErr != nil {
-			return pubErr
-		}
-		if len(recs) < r.opts.Batch {
-			return nil
-		}
-	}
-	return nil
-}
-
-// read returns the next batch: the records held back from a failed publish
-// while their lease has room, else a batch leased until the returned time
-// from a LeasingOutbox, or one read with PendingEvents (zero time: no
-// lease).
-func (r *Relay) read(ctx context.Context) ([]ledger.OutboxRecord, time.Time, error) {
-	if r.lease == nil {
-		recs, err := r.out.PendingEvents(ctx, r.opts.Batch)
-		return recs, time.Time{}, err
-	}
-	now := r.now()
-	if h := r.held; len(h.recs) > 0 {
-		r.held = leasedBatch{}
-		if now.Add(r.opts.PublishTimeout).Before(h.until) {
-			return h.recs, h.until, nil
-		}
-		// Too little of the lease is left to publish under it: the records
-		// come back from ClaimEvents once it ends.
-	}
-	recs, err := r.lease.ClaimEvents(ctx, now, r.opts.Batch, r.opts.Lease)
-	return recs, now.Add(r.opts.Lease), err
-}
-
-// leasedBatch is what is left of a leased batch after a failed publish:
-// the records, in order, and the end of their lease.
-type leasedBatch struct {
-	recs  []ledger.OutboxRecord
-	until time.Time
-}
-
-// publish sends recs one at a time, each after the previous PubAck, and
-// returns the seqs that are done (published, duplicate, or invalid and
-// dropped): always a prefix of recs. It stops at the first failure and
-// between records once ctx is done. With a lease (until not zero) it
-// starts a publish only while PublishTimeout still fits in the lease, so
-// every publish ends before another relay can be handed the record or a
-// later record of its row: that is what keeps each row's events in order
-// across relays. Records it leaves unpublished come back when the lease
-// ends.
-func (r *Relay) publish(ctx context.Context, recs []ledger.OutboxRecord, until time.Time) ([]uint64, error) {
-	done := make([]uint64, 0, len(recs))
-	for _, rec := range recs {
-		if ctx.Err() != nil {
-			break
-		}
-		if !until.IsZero() && r.now().Add(r.opts.PublishTimeout).After(until) {
-			r.log.Warn("relay lease running out; leaving the rest of the batch", "left", len(recs)-len(done))
-			break
-		}
-		msg, stream, msgID, err := r.message(rec.Event)
-		if err != nil {
-			// Retrying cannot fix it and keeping it would stall every event
-			// behind it; the row itself still holds the truth (Await's
-			// WithLedger poll sees it).
-			r.met.CountResult(ResultInvalid)
-			r.log.Error("dropping outbox record that cannot be published", "seq", rec.Seq, "key", rec.Event.Key, "err", err)
-			done = append(done, rec.Seq)
-			continue
-		}
-		// The in-flight publish is finished even if ctx ends meanwhile:
-		// abandoning it would leave the outcome unknown.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
-		ack, err := r.pub.PublishMsg(pctx, msg,
-			jetstream.WithMsgID(msgID),
-			jetstream.WithExpectStream(stream))
-		cancel()
-		if err != nil {
-			r.met.CountResult(ResultError)
-			return done, fmt.Errorf("publish %s: %w", msg.Subject, err)
-		}
-		if ack.Duplicate {
-			r.met.CountResult(ResultDuplicate)
-		} else {
-			r.met.CountResult(ResultPublished)
-		}
-		if !rec.Event.At.IsZero() {
-			r.met.ObserveLag(max(r.now().Sub(rec.Event.At), 0))
-		}
-		done = append(done, rec.Seq)
-	}
-	return done, nil
 }
 
 // route is where an outbox record goes: its stream, subject and
@@ -438,18 +328,27 @@ func (r *Relay) route(ev ledger.Event) (stream, subject, msgID string, err error
 	return r.opts.Stream, subject, ev.MsgID(), err
 }
 
-// message builds the JetStream message of an event, the ledger.Event JSON
-// body on route's subject, and returns the stream and msg id it needs.
-func (r *Relay) message(ev ledger.Event) (*nats.Msg, string, string, error) {
-	stream, subj, msgID, err := r.route(ev)
+// message maps an outbox record to what the relay publishes: the
+// JetStream message (route's subject, the ledger.Event JSON body and the
+// Nats-Msg-Id header) and the stream that must store it.
+func (r *Relay) message(rec ledger.OutboxRecord) (*nats.Msg, string, error) {
+	stream, subj, msgID, err := r.route(rec.Event)
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", err
 	}
-	body, err := json.Marshal(ev)
+	body, err := json.Marshal(rec.Event)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}, stream, msgID, nil
+	h := nats.Header{}
+	h.Set(jetstream.MsgIDHeader, msgID)
+	return &nats.Msg{Subject: subj, Data: body, Header: h}, stream, nil
+}
+
+// orderKey is what a record's order is kept within: its row (tenant and
+// key). Records of different rows may reach the stream in any order.
+func orderKey(rec ledger.OutboxRecord) string {
+	return rec.Event.Tenant + "\x00" + rec.Event.Key
 }
 
 // RelayMetrics receives what the relay observes, for /metrics
@@ -458,9 +357,12 @@ func (r *Relay) message(ev ledger.Event) (*nats.Msg, string, string, error) {
 // does not link Prometheus. A relay calls it from one goroutine at a time
 // (Run or Drain); relays sharing one need it safe for concurrent use.
 type RelayMetrics interface {
-	// SetOutboxDepth reports how many records the last read of the outbox
-	// returned, less those deleted since (so at most one batch).
+	// SetOutboxDepth reports how many outbox records wait to be published
+	// (held records, published and waiting for SyncedAfter, not counted).
 	SetOutboxDepth(n int)
+	// SetOutboxOldest reports how long the oldest of them the relay has
+	// read has waited since its commit (Event.At); 0 when none.
+	SetOutboxOldest(d time.Duration)
 	// ObserveLag reports the time from an event's commit (Event.At) to its
 	// PubAck.
 	ObserveLag(d time.Duration)
@@ -472,6 +374,7 @@ type RelayMetrics interface {
 // noMetrics is the RelayMetrics of a relay given none.
 type noMetrics struct{}
 
-func (noMetrics) SetOutboxDepth(int)       {}
-func (noMetrics) ObserveLag(time.Duration) {}
-func (noMetrics) CountResult(string)       {}
+func (noMetrics) SetOutboxDepth(int)            {}
+func (noMetrics) SetOutboxOldest(time.Duration) {}
+func (noMetrics) ObserveLag(time.Duration)      {}
+func (noMetrics) CountResult(string)            {}

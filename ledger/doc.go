@@ -8,7 +8,7 @@
 // they take the current time as an argument and never block, so a store can
 // run them inside a transaction and re-run them when a group commit retries.
 //
-// Write autonomy (ARCHITECTURE.md §11) is here as data and rules: the
+// Write autonomy (docs/architecture.md §11) is here as data and rules: the
 // registry entry (Tool, its validation and EffectiveAutonomy), the approval
 // record on a row and its transitions (DecideApproval), the work item of a
 // queued key, and the claim decisions await_approval and queued. A claim's
@@ -32,7 +32,7 @@
 // in one transaction, so every store applies the same rules in the same
 // order; Flows.InTx runs a bare transaction for tests and repairs. The
 // store writes the rest itself: the reads (Get, List with EncodeListCursor
-// and DecodeListCursor, Due, PendingEvents, ListFreezes, GetApproval,
+// and DecodeListCursor, Due, PendingEvents, EventsAfter, CountEvents, ListFreezes, GetApproval,
 // ListApprovals with EncodeApprovalCursor and DecodeApprovalCursor,
 // CountRows over Statuses), AckEvents,
 // PruneInbox, Notify, PutFreeze, DeleteFreeze, the registry (PutTool

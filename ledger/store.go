@@ -83,6 +83,16 @@ type Schedule interface {
 type Outbox interface {
 	// PendingEvents returns up to limit outbox records in commit order.
 	PendingEvents(ctx context.Context, limit int) ([]OutboxRecord, error)
+	// EventsAfter returns up to limit outbox records whose sequence number
+	// is above after, in sequence order: the relay's read past the records
+	// it already holds. Sequence order is commit order in a store with one
+	// writer (bolt, memstore); a store where a lower number can commit after
+	// a higher one (PostgreSQL) leases records to its relays instead.
+	EventsAfter(ctx context.Context, after uint64, limit int) ([]OutboxRecord, error)
+	// CountEvents returns how many records the outbox holds, less those a
+	// store that leases records (PostgreSQL) marks as published and held.
+	// Its cost may be O(records): callers bound how often they ask.
+	CountEvents(ctx context.Context) (int, error)
 	// AckEvents deletes published records; unknown sequence numbers are ignored.
 	AckEvents(ctx context.Context, seqs ...uint64) error
 	// Notify returns a channel that receives a value after a commit that wrote

@@ -8,6 +8,10 @@
 # Webhook mode: durable Stripe ingest against the same server's verify-only
 # route (50,000 rows are claimed first, 10-30 s on a busy machine):
 #   scripts/bench-http.sh -mode webhook -rounds 5
+# It also measures the events: ingest rate, relay rate and the lag from a
+# delivery's 200 to its event on the stream, at peak and then at half the
+# peak's rate (-half-duration). With enough rows for both (make bench-events):
+#   scripts/bench-http.sh -mode webhook -webhook-rows 200000
 # -unsafe-nosync repeats either mode with the store's fdatasync off: a
 # ceiling without durability, printed with no verdict (BENCHMARKS.md).
 # The binary is built first so compiling does not share the CPU with the run.

@@ -58,8 +58,13 @@ type Config struct {
 	// connections; 0 sends as fast as the connections allow (the relay then
 	// falls behind and the lag measures its backlog, not its latency).
 	LagRate float64
-	// DrainTimeout bounds the wait, after phase 2, for every event to be
-	// stored on the stream.
+	// HalfDuration is how long ModeWebhook sends durable deliveries at half
+	// the rate its durable rounds reached (the events' second phase); 0
+	// skips it. ModeClaim ignores it.
+	HalfDuration time.Duration
+	// DrainTimeout bounds the wait, after the load (phase 2, or webhook
+	// mode's last phase), for every event to be stored on the stream and
+	// the outbox to empty.
 	DrainTimeout time.Duration
 	// RequestTimeout bounds one HTTP request.
 	RequestTimeout time.Duration
@@ -109,6 +114,7 @@ func DefaultConfig() Config {
 		Rounds:         1,
 		LagDuration:    5 * time.Second,
 		LagRate:        50,
+		HalfDuration:   5 * time.Second,
 		DrainTimeout:   15 * time.Second,
 		RequestTimeout: 5 * time.Second,
 		APILog:         true,
@@ -125,7 +131,13 @@ func (c Config) MaxRunTime() time.Duration {
 		targets = 1
 	}
 	total := time.Duration(targets) * (c.Warmup + c.Duration + time.Duration(c.Rounds)*c.RequestTimeout)
-	if c.LagDuration > 0 && c.Mode != ModeWebhook {
+	switch {
+	case c.Mode == ModeWebhook:
+		total += c.RequestTimeout + c.DrainTimeout
+		if c.HalfDuration > 0 {
+			total += c.HalfDuration + c.RequestTimeout
+		}
+	case c.LagDuration > 0:
 		total += c.LagDuration + c.RequestTimeout + c.DrainTimeout
 	}
 	return total
@@ -152,8 +164,10 @@ func (c Config) Validate() error {
 		return errors.New("lag duration: negative")
 	case c.LagRate < 0:
 		return errors.New("lag rate: negative")
-	case c.LagDuration > 0 && c.DrainTimeout <= 0:
-		return errors.New("drain timeout: want > 0 when phase 2 runs")
+	case c.HalfDuration < 0:
+		return errors.New("half duration: negative")
+	case (c.LagDuration > 0 || c.Mode == ModeWebhook) && c.DrainTimeout <= 0:
+		return errors.New("drain timeout: want > 0 when phase 2 or webhook mode runs")
 	case c.RequestTimeout <= 0:
 		return errors.New("request timeout: want > 0")
 	}

@@ -14,9 +14,10 @@
 //     ceiling that HTTP, echo and the load generator itself allow.
 //   - real: api.New over a fresh ledger/bolt store (fsync on, group commit)
 //     in a temporary directory, one tenant token, an embedded NATS server
-//     (natsserver.DefaultOptions, so JetStream fsyncs every event) on a
+//     (natsserver.DefaultOptions: JetStream fsyncs every second) on a
 //     random port, the RECON stream and an events.Relay on the store's
-//     outbox: the durable path a claim takes in `reconciler serve`.
+//     outbox, holding each record natsserver.SyncedAfter past its PubAck:
+//     the durable path a claim takes in `reconciler serve`.
 //
 // Phase 1 sends unique claims (every one inserts a row) to bare, then to
 // real, and reports claims/s, p50, p99 and errors for each and the ratio
@@ -50,7 +51,18 @@
 // with durable rounds, on separate clients. Each durable delivery takes
 // the next unused row and must answer 200 "accepted"; after the load every
 // acknowledged row is read back and must be succeeded with its delivery's
-// object id as receipt, or Run fails. There is no phase 2 in webhook mode.
+// object id as receipt, or Run fails. There is no phase 2 in webhook mode;
+// its events are measured instead (events.go). An observer like phase 2's
+// times every durable delivery's 200 against its event's arrival from the
+// stream; after the durable rounds (the peak), Config.HalfDuration of
+// durable deliveries at half the peak's rate follows. Each phase reports,
+// over its measured window, the deliveries answered per second (ingest),
+// the events that arrived per second (relay), their ratio, and the lag
+// percentiles of its deliveries, against the targets: relay/ingest at
+// least 0.99 (the relay keeps up) and lag p99 under 1 s at peak, under
+// 100 ms at half. After the load every event must arrive and the outbox
+// empty (held records are deleted SyncedAfter later) within
+// Config.DrainTimeout, or Run fails with ErrEventsMissing.
 //
 // Latencies are kept per worker in plain slices and sorted once at the end
 // (exact percentiles; a 10 s run at a few thousand requests a second is a few

@@ -344,6 +344,7 @@ func TestRunWebhook(t *testing.T) {
 	cfg.Warmup = 100 * time.Millisecond
 	cfg.Duration = time.Second
 	cfg.RequestTimeout = 10 * time.Second
+	cfg.HalfDuration = 0 // TestRunWebhookEvents runs it
 	cfg.Dir = dir
 	var checked bool
 	cfg.afterWebhook = func(ctx context.Context, st *bolt.Store, rows []rowRef, acked []ackedDelivery) {
@@ -430,6 +431,75 @@ func TestRunWebhook(t *testing.T) {
 	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
 		t.Errorf("left behind in %s: %v (%v)", dir, left, err)
 	}
+	// Every acknowledged delivery's event arrived, once.
+	if er := rep.Events; er == nil || er.Acked != wr.Acked || er.Delivered != er.Acked || er.Missing != 0 || er.Duplicates != 0 ||
+		len(er.Phases) != 1 || er.Phases[0].Phase != PhasePeak || er.Phases[0].Events == 0 {
+		t.Errorf("events: %+v, want every acknowledged delivery's event and the peak phase", er)
+	}
+}
+
+// TestRunWebhookEvents runs webhook mode with its half-rate phase: each
+// phase reports ingest and relay rates over the same window and the lag of
+// its deliveries' events, and the table prints them side by side.
+func TestRunWebhookEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts NATS and bolt, claims rows and runs load for ~3 s")
+	}
+	cfg := DefaultConfig()
+	cfg.Mode = ModeWebhook
+	cfg.WebhookRows = 3000
+	cfg.Conns = 4
+	cfg.Warmup = 100 * time.Millisecond
+	cfg.Duration = 500 * time.Millisecond
+	cfg.HalfDuration = time.Second
+	cfg.SkipBare = true
+	cfg.RequestTimeout = 10 * time.Second
+	cfg.Dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rep.Targets) != 2 || rep.Targets[0].Target != TargetDurable || rep.Targets[1].Target != TargetDurableHalf {
+		t.Fatalf("targets: %+v", rep.Targets)
+	}
+	peak, half := rep.Targets[0], rep.Targets[1]
+	if rep.Webhook.Exhausted {
+		t.Fatalf("the rows ran out: %+v", rep.Webhook)
+	}
+	// The half phase is paced at half the peak's rate (a loaded machine
+	// may fall short of it, never beyond).
+	if half.OpsPerSec > peak.OpsPerSec/2*1.1 || half.Errors != 0 {
+		t.Errorf("half phase: %.0f/s with %d errors, want at most half of the peak's %.0f/s", half.OpsPerSec, half.Errors, peak.OpsPerSec)
+	}
+	er := rep.Events
+	if er == nil || len(er.Phases) != 2 || er.Phases[0].Phase != PhasePeak || er.Phases[1].Phase != PhaseHalf {
+		t.Fatalf("events: %+v", er)
+	}
+	if er.Missing != 0 || er.Duplicates != 0 || er.Delivered != er.Acked || er.OutboxAfterDrain != 0 {
+		t.Errorf("events: %+v, want every event once and the outbox empty", er)
+	}
+	for i, ph := range er.Phases {
+		tr := rep.Targets[i]
+		if ph.IngestPerSec != tr.OpsPerSec || ph.Events == 0 || ph.Events > tr.Ops || ph.RelayPerSec <= 0 ||
+			ph.LagP50MS > ph.LagP99MS || ph.LagP99MS > ph.LagMaxMS {
+			t.Errorf("phase %s: %+v (target %+v)", ph.Phase, ph, tr)
+		}
+	}
+	if er.Phases[1].RateLimit != peak.OpsPerSec/2 {
+		t.Errorf("half phase rate limit: got %v, want %v", er.Phases[1].RateLimit, peak.OpsPerSec/2)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"relay/ingest", "lag p50", PhasePeak, PhaseHalf, "events target:", TargetDurableHalf} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	t.Logf("\n%s", table.String())
 }
 
 // TestWebhookTemplate: a prepared delivery verifies with the endpoint's

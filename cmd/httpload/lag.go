@@ -23,7 +23,12 @@ type lagTracker struct {
 	waiting map[string]time.Time // 2xx seen, event not yet
 	early   map[string]time.Time // event seen, 2xx not yet (or never: a failed request)
 	lags    []time.Duration
-	acked   int // outcomes answered 2xx
+	// samples pairs each lag with its 2xx time, so webhook mode can
+	// attribute it to a phase; arrivals is every event's arrival, matched
+	// or not (the relay's output over time).
+	samples  []lagSample
+	arrivals []time.Time
+	acked    int // outcomes answered 2xx
 	// beforeAck counts events stored before their 2xx reached the client
 	// (their lag is recorded as 0); dupes counts a key delivered twice.
 	beforeAck, dupes int
@@ -45,7 +50,7 @@ func (t *lagTracker) ack(key string, at time.Time) {
 	if arr, ok := t.early[key]; ok {
 		delete(t.early, key)
 		t.beforeAck++
-		t.match(max(arr.Sub(at), 0), arr)
+		t.match(at, max(arr.Sub(at), 0), arr)
 		return
 	}
 	t.waiting[key] = at
@@ -55,9 +60,10 @@ func (t *lagTracker) ack(key string, at time.Time) {
 func (t *lagTracker) arrive(key string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.arrivals = append(t.arrivals, at)
 	if acked, ok := t.waiting[key]; ok {
 		delete(t.waiting, key)
-		t.match(at.Sub(acked), at)
+		t.match(acked, at.Sub(acked), at)
 		return
 	}
 	if _, ok := t.early[key]; ok {
@@ -67,11 +73,18 @@ func (t *lagTracker) arrive(key string, at time.Time) {
 	t.early[key] = at
 }
 
-func (t *lagTracker) match(lag time.Duration, at time.Time) {
+func (t *lagTracker) match(acked time.Time, lag time.Duration, at time.Time) {
 	t.lags = append(t.lags, lag)
+	t.samples = append(t.samples, lagSample{acked: acked, lag: lag})
 	if at.After(t.last) {
 		t.last = at
 	}
+}
+
+// lagSample is one matched event: its 2xx time and its lag.
+type lagSample struct {
+	acked time.Time
+	lag   time.Duration
 }
 
 // missing is the number of acknowledged outcomes whose event has not arrived.
@@ -84,6 +97,8 @@ func (t *lagTracker) missing() int {
 // lagSnapshot is a copy of the tracker's figures.
 type lagSnapshot struct {
 	lags                             []time.Duration // sorted
+	samples                          []lagSample     // in arrival order
+	arrivals                         []time.Time     // in arrival order
 	acked, missing, unmatched, dupes int
 	beforeAck                        int
 	first, last                      time.Time
@@ -93,7 +108,8 @@ func (t *lagTracker) snapshot() lagSnapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := lagSnapshot{
-		lags: slices.Clone(t.lags), acked: t.acked, missing: len(t.waiting),
+		lags: slices.Clone(t.lags), samples: slices.Clone(t.samples), arrivals: slices.Clone(t.arrivals),
+		acked: t.acked, missing: len(t.waiting),
 		unmatched: len(t.early), dupes: t.dupes, beforeAck: t.beforeAck, first: t.first, last: t.last,
 	}
 	slices.Sort(s.lags)
@@ -103,7 +119,7 @@ func (t *lagTracker) snapshot() lagSnapshot {
 // observer reads every event stored on the stream through an ordered
 // consumer on its own connection (not the relay's) and hands each key's
 // arrival time to the tracker. Delivery from a consumer means the message
-// is stored (and, with SyncAlways, fsynced).
+// is stored (and the relay's PubAck sent): what Await sees.
 type observer struct {
 	nc *nats.Conn
 	cc jetstream.ConsumeContext

@@ -152,6 +152,7 @@ type phaseResult struct {
 	errors    int64
 	samples   []string
 	window    time.Duration // measured time
+	spans     []span        // when it was measured: one per round
 	done      int           // ops completed, warm-up included
 	// wall is the phase's time, warm-up included; cpu is the process's CPU
 	// time over it and runQueue its threads' time waiting for a CPU. cpuOK
@@ -171,6 +172,7 @@ func (p *phaseResult) add(q phaseResult) {
 		}
 	}
 	p.window += q.window
+	p.spans = append(p.spans, q.spans...)
 	p.done += q.done
 	p.wall += q.wall
 	p.cpu += q.cpu
@@ -272,8 +274,14 @@ func drive(ctx context.Context, spec phaseSpec) phaseResult {
 	}
 	// The window is the measured duration, or less when ctx ended early.
 	out.window = min(spec.duration, max(end.Sub(warmEnd), 0))
+	out.spans = []span{{from: warmEnd, to: warmEnd.Add(out.window)}}
 	return out
 }
+
+// span is a measured window of time.
+type span struct{ from, to time.Time }
+
+func (s span) contains(t time.Time) bool { return !t.Before(s.from) && t.Before(s.to) }
 
 // percentile returns the q-quantile (0 < q ≤ 1) of sorted by the
 // nearest-rank method; 0 for an empty slice.

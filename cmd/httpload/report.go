@@ -38,6 +38,9 @@ type Report struct {
 	Webhook *WebhookResult `json:"webhook,omitempty"`
 	// Relay is phase 2's event delivery; nil when phase 2 did not run.
 	Relay *RelayResult `json:"relay,omitempty"`
+	// Events is webhook mode's event delivery, phase by phase; nil in
+	// claim mode.
+	Events *EventsResult `json:"events,omitempty"`
 	// Bolt is the store's group-commit figures during the real target's
 	// phase 1 (webhook mode: the durable target's), warm-up included.
 	Bolt BoltStats `json:"bolt"`
@@ -234,12 +237,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(&b, "webhook rows: %d claimed and reported timeout in %.1fs before the load; %d used, %d acknowledged, "+
-			"%d flipped to succeeded with their receipt, %d not; outbox depth %d at the end\n",
+			"%d flipped to succeeded with their receipt, %d not; outbox depth %d at the load's end (waiting or held)\n",
 			wr.Rows, wr.SetupMS/1000, wr.Used, wr.Acked, wr.Flipped, wr.NotFlipped, wr.OutboxDepthAtEnd)
 		if wr.Exhausted {
 			fmt.Fprintf(&b, "WARNING: the rows ran out; %s stopped early: its req/s is over %.1fs measured (raise -webhook-rows)\n",
 				TargetDurable, r.targetWindowMS(TargetDurable)/1000)
 		}
+	}
+	if er := r.Events; er != nil {
+		r.writeEvents(&b, er)
 	}
 	boltTarget := TargetReal
 	if r.Mode == ModeWebhook {
@@ -249,6 +255,46 @@ func (r *Report) WriteTable(w io.Writer) error {
 		boltTarget, r.Bolt.Ops, r.Bolt.Groups, r.Bolt.MeanGroup, r.Bolt.CommitMSPerGroup, r.Bolt.RunMSPerGroup, 100*r.Bolt.CommitterBusy)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+// writeEvents writes webhook mode's events: each phase's ingest and relay
+// side by side, its lags, and the verdicts.
+func (r *Report) writeEvents(b *strings.Builder, er *EventsResult) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "events\tpace\tingest/s\trelay/s\trelay/ingest\tlag p50\tp99\tmax\ttarget\t")
+	for _, ph := range er.Phases {
+		pace := "unlimited"
+		if ph.RateLimit > 0 {
+			pace = fmt.Sprintf("%.0f/s", ph.RateLimit)
+		}
+		verdict := "met"
+		if !ph.Met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.3f\t%.2fms\t%.2fms\t%.2fms\tp99 < %.0fms, relay/ingest >= %.2f: %s\t\n",
+			ph.Phase, pace, ph.IngestPerSec, ph.RelayPerSec, ph.RelayOverIngest, ph.LagP50MS, ph.LagP99MS, ph.LagMaxMS,
+			ph.LagTargetMS, RelayOverIngestTarget, r.unsafe(verdict))
+	}
+	_ = tw.Flush() // writes to a strings.Builder: cannot fail
+	verdict := "met"
+	if !er.Met {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(b, "(lag = a durable delivery's 200 to its event's arrival from the stream; ingest/s and relay/s = deliveries answered and "+
+		"events arrived in the same window)\n")
+	fmt.Fprintf(b, "events: %d/%d delivered, %d missing, %d duplicates; records held %.0fms after their PubAck; outbox %d after the drain "+
+		"(last event %.0fms after the load); events target: %s\n",
+		er.Delivered, er.Acked, er.Missing, er.Duplicates, er.SyncedAfterMS, er.OutboxAfterDrain, er.DrainMS, r.unsafe(verdict))
+}
+
+// target returns the named target's result, nil when it did not run.
+func (r *Report) target(name string) *TargetResult {
+	for i := range r.Targets {
+		if r.Targets[i].Target == name {
+			return &r.Targets[i]
+		}
 	}
 	return nil
 }

@@ -106,7 +106,9 @@ type realTarget struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	relay *events.Relay
-	http  *httpServer
+	// syncedAfter is how long the relay holds a published record.
+	syncedAfter time.Duration
+	http        *httpServer
 
 	stopRelay context.CancelFunc
 	relayDone chan error
@@ -168,7 +170,9 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	if r.relay, err = events.NewRelay(r.store, r.js, events.RelayOptions{Logger: log}); err != nil {
+	// As serve runs the relay with the embedded server.
+	r.syncedAfter = natsserver.SyncedAfter
+	if r.relay, err = events.NewRelay(r.store, r.js, events.RelayOptions{Logger: log, SyncedAfter: r.syncedAfter}); err != nil {
 		return nil, err
 	}
 	if !o.deferRelay {
@@ -224,14 +228,15 @@ func (r *realTarget) startRelay(ctx context.Context) {
 	go func() { r.relayDone <- r.relay.Run(rctx) }() // owner: realTarget; exits on stopRelay
 }
 
-// outboxDepth counts the records waiting for the relay (reads them all:
-// meant for the end of a run, not a hot loop).
+// outboxDepth counts the outbox's records: waiting for the relay, or
+// published and held until the server has synced them. It walks the
+// outbox's pages: meant for the end of a run and its drain, not a hot loop.
 func (r *realTarget) outboxDepth(ctx context.Context) (int, error) {
-	recs, err := r.store.PendingEvents(ctx, 1<<30)
+	n, err := r.store.CountEvents(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox depth: %w", err)
 	}
-	return len(recs), nil
+	return n, nil
 }
 
 // close shuts down in the service's order: HTTP intake, the relay (which

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -60,8 +62,9 @@ type WebhookResult struct {
 	// Exhausted is true when the rows ran out before the durable target's
 	// time: its window is then shorter than the verify-only one's.
 	Exhausted bool `json:"exhausted"`
-	// OutboxDepthAtEnd is the flips' events the relay had not yet published
-	// when the load stopped (it publishes them one by one, fsynced).
+	// OutboxDepthAtEnd is the outbox's records when the load stopped: the
+	// flips' events not yet published, and those published but held until
+	// the server has synced them (events.RelayOptions.SyncedAfter).
 	OutboxDepthAtEnd int `json:"outbox_depth_at_end"`
 }
 
@@ -169,6 +172,8 @@ type webhookLoad struct {
 	next      atomic.Int64
 	exhausted atomic.Bool
 	acked     [][]ackedDelivery
+	// tracker times each durable delivery's 2xx against its event's arrival.
+	tracker *lagTracker
 }
 
 // prepare writes and signs the next delivery into w, the way Stripe would:
@@ -216,6 +221,7 @@ func (wl *webhookLoad) sendDurable(ctx context.Context, w *worker, _ string, _ i
 	if ack.Result != string(ledger.IngestAccepted) {
 		return fmt.Errorf("durable webhook: result %q, want %q", ack.Result, ledger.IngestAccepted)
 	}
+	wl.tracker.ack(wl.rows[w.next.row].key, wl.now())
 	wl.acked[w.id] = append(wl.acked[w.id], ackedDelivery{row: w.next.row, receipt: w.next.receipt})
 	return nil
 }
@@ -269,14 +275,34 @@ func runWebhook(ctx context.Context, cfg Config, rep *Report) (err error) {
 	rt.startRelay(ctx)
 	wr := &WebhookResult{Rows: len(rows), SetupMS: ms(cfg.Now().Sub(t0))}
 	rep.Webhook = wr
+	tracker := newLagTracker()
+	obs, err := startObserver(ctx, rt.ns.ClientURL(), tracker, cfg.Now, log)
+	if err != nil {
+		return fmt.Errorf("httpload: %w", err)
+	}
+	defer obs.stop()
 
 	if cfg.BeforeLoad != nil {
 		if err := cfg.BeforeLoad(); err != nil {
 			return fmt.Errorf("httpload: before load: %w", err)
 		}
 	}
-	wl := &webhookLoad{tmpl: tmpl, secret: secret, now: cfg.Now, rows: rows, acked: make([][]ackedDelivery, cfg.Conns)}
-	if err := measureWebhook(ctx, cfg, rt, wl, rep); err != nil {
+	wl := &webhookLoad{tmpl: tmpl, secret: secret, now: cfg.Now, rows: rows, acked: make([][]ackedDelivery, cfg.Conns), tracker: tracker}
+	peak, err := measureWebhook(ctx, cfg, rt, wl, rep)
+	if err != nil {
+		return err
+	}
+	var half []span
+	if cfg.HalfDuration > 0 {
+		if half, err = measureHalf(ctx, cfg, rt, wl, rep); err != nil {
+			return err
+		}
+	}
+	loadEnd := cfg.Now()
+	if wr.OutboxDepthAtEnd, err = rt.outboxDepth(ctx); err != nil {
+		return fmt.Errorf("httpload: %w", err)
+	}
+	if err := measureEvents(ctx, cfg, rt, tracker, rep, peak, half, loadEnd); err != nil {
 		return err
 	}
 
@@ -299,9 +325,6 @@ func runWebhook(ctx context.Context, cfg Config, rep *Report) (err error) {
 			wr.NotFlipped++
 		}
 	}
-	if wr.OutboxDepthAtEnd, err = rt.outboxDepth(ctx); err != nil {
-		return fmt.Errorf("httpload: %w", err)
-	}
 	if cfg.afterWebhook != nil {
 		cfg.afterWebhook(ctx, rt.store, rows, acked)
 	}
@@ -312,8 +335,9 @@ func runWebhook(ctx context.Context, cfg Config, rep *Report) (err error) {
 }
 
 // measureWebhook alternates verify-only and durable rounds on the one
-// server, as measure alternates bare and real.
-func measureWebhook(ctx context.Context, cfg Config, rt *realTarget, wl *webhookLoad, rep *Report) error {
+// server, as measure alternates bare and real, and returns the durable
+// rounds' measured windows: the peak phase of the events.
+func measureWebhook(ctx context.Context, cfg Config, rt *realTarget, wl *webhookLoad, rep *Report) ([]span, error) {
 	log := cfg.Logger
 	// One client per route, so each keeps its own warm connections.
 	verifyClient := newClient(cfg.Conns, cfg.RequestTimeout)
@@ -341,7 +365,7 @@ func measureWebhook(ctx context.Context, cfg Config, rt *realTarget, wl *webhook
 			verifyRes.add(drive(ctx, s))
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("httpload: %w", err)
+			return nil, fmt.Errorf("httpload: %w", err)
 		}
 		s := spec
 		s.name, s.client, s.prep, s.iter = TargetDurable+suffix, durableClient, wl.prepDurable, wl.sendDurable
@@ -351,7 +375,7 @@ func measureWebhook(ctx context.Context, cfg Config, rt *realTarget, wl *webhook
 		boltSum = addStats(boltSum, rt.store.Stats(), st0)
 		boltWall += cfg.Now().Sub(t0)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("httpload: %w", err)
+			return nil, fmt.Errorf("httpload: %w", err)
 		}
 	}
 	if !cfg.SkipBare {
@@ -362,6 +386,67 @@ func measureWebhook(ctx context.Context, cfg Config, rt *realTarget, wl *webhook
 	rep.Bolt = boltStats(boltSum, boltWall)
 	if !cfg.SkipBare && rep.Targets[0].OpsPerSec > 0 {
 		rep.DurableOverVerify = dr.OpsPerSec / rep.Targets[0].OpsPerSec
+	}
+	return durableRes.spans, nil
+}
+
+// measureHalf sends durable deliveries at half the peak's durable rate for
+// Config.HalfDuration and returns its measured window.
+func measureHalf(ctx context.Context, cfg Config, rt *realTarget, wl *webhookLoad, rep *Report) ([]span, error) {
+	peak := rep.target(TargetDurable)
+	if peak == nil || peak.OpsPerSec <= 0 {
+		return nil, errors.New("httpload: half phase: the peak phase measured no rate")
+	}
+	limit := peak.OpsPerSec / 2
+	client := newClient(cfg.Conns, cfg.RequestTimeout)
+	defer client.CloseIdleConnections()
+	cfg.Logger.Info("measuring", "target", TargetDurableHalf, "conns", cfg.Conns, "duration", cfg.HalfDuration, "rate", limit)
+	res := drive(ctx, phaseSpec{
+		name: TargetDurableHalf, base: rt.http.url, client: client, conns: cfg.Conns, duration: cfg.HalfDuration,
+		limit: rate.Limit(limit), now: cfg.Now, prep: wl.prepDurable, iter: wl.sendDurable,
+	})
+	rep.Targets = append(rep.Targets, targetResult(TargetDurableHalf, cfg.Conns, 1, res))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("httpload: %w", err)
+	}
+	return res.spans, nil
+}
+
+// measureEvents waits for every acknowledged delivery's event and for the
+// outbox to empty (the relay holds each record SyncedAfter past its
+// PubAck), then fills rep.Events: each phase's ingest and relay rates and
+// lags side by side. Events missing after the drain timeout are
+// ErrEventsMissing.
+func measureEvents(ctx context.Context, cfg Config, rt *realTarget, t *lagTracker, rep *Report, peak, half []span, loadEnd time.Time) error {
+	drained := waitDrained(ctx, t, rt, cfg.DrainTimeout)
+	er := &EventsResult{SyncedAfterMS: ms(rt.syncedAfter)}
+	rep.Events = er
+	var err error
+	if er.OutboxAfterDrain, err = rt.outboxDepth(ctx); err != nil {
+		return fmt.Errorf("httpload: %w", err)
+	}
+	s := t.snapshot()
+	er.Acked, er.Delivered, er.Missing, er.Duplicates = s.acked, len(s.lags), s.missing, s.dupes
+	if !s.last.IsZero() {
+		er.DrainMS = ms(max(s.last.Sub(loadEnd), 0))
+	}
+	if tr := rep.target(TargetDurable); tr != nil {
+		er.Phases = append(er.Phases, eventsPhase(PhasePeak, 0, *tr, peak, s, PeakLagP99TargetMS))
+	}
+	if tr := rep.target(TargetDurableHalf); tr != nil {
+		limit := 0.0
+		if p := rep.target(TargetDurable); p != nil {
+			limit = p.OpsPerSec / 2
+		}
+		er.Phases = append(er.Phases, eventsPhase(PhaseHalf, limit, *tr, half, s, HalfLagP99TargetMS))
+	}
+	er.Met = er.Missing == 0 && er.Duplicates == 0 && len(er.Phases) > 0
+	for _, ph := range er.Phases {
+		er.Met = er.Met && ph.Met
+	}
+	if !drained || er.Missing > 0 || er.OutboxAfterDrain > 0 {
+		return fmt.Errorf("httpload: %w: %d of %d deliveries have no event on the stream and %d records are still in the outbox after %s",
+			ErrEventsMissing, er.Missing, er.Acked, er.OutboxAfterDrain, cfg.DrainTimeout)
 	}
 	return nil
 }

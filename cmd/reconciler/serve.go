@@ -20,6 +20,7 @@ import (
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/eventsprom"
+	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/freeze"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -51,7 +52,8 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
+	stream, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)})
+	if err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
 	// The outbox autonomy's work items, beside the events (subjects
@@ -64,8 +66,12 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	replicas := stream.CachedInfo().Config.Replicas
+	syncedAfter := relaySyncedAfter(cfg.Events.SyncedAfter, cfg.EmbeddedNATS(), replicas)
+	log.Info("relay keeps published events until the stream has synced them", "synced_after", syncedAfter,
+		"configured", cfg.Events.SyncedAfter.String(), "stream_replicas", replicas)
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
-		Stream: cfg.Events.Stream, WorkStream: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix,
+		Stream: cfg.Events.Stream, WorkStream: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, SyncedAfter: syncedAfter,
 		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now,
 	})
 	if err != nil {
@@ -138,6 +144,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 				}
 				return relay.Healthy()
 			}},
+			{Name: "outbox", Check: func(context.Context) error {
+				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
+			}},
 		},
 		Registerer: reg, Gatherer: reg,
 		Logger: log.With("component", "api"),
@@ -162,6 +171,41 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.onShutdownHTTP = append(m.onShutdownHTTP, srv.EndWaits)
 	wh.Register(srv.Echo())
 	return srv.Handler(), nil
+}
+
+// quorumReplicas is the replica count from which a stream's PubAck means a
+// quorum of servers stored the message, so the relay need not wait for a
+// sync before deleting the record.
+const quorumReplicas = 3
+
+// relaySyncedAfter is events.synced_after for the relay: the configured
+// duration, or for auto the embedded server's natsserver.SyncedAfter, 0
+// for an external stream of quorumReplicas or more, and otherwise
+// events.StockSyncedAfter (an external server's sync policy cannot be read
+// from a client).
+func relaySyncedAfter(c config.SyncedAfter, embedded bool, replicas int) time.Duration {
+	switch {
+	case c != config.SyncedAfterAuto:
+		return time.Duration(c)
+	case embedded:
+		return natsserver.SyncedAfter
+	case replicas >= quorumReplicas:
+		return 0
+	}
+	return events.StockSyncedAfter
+}
+
+// outboxBacklog is the readiness of the event backlog: degraded (200 with
+// a detail) while more than limit events wait to be published, so an
+// operator sees the relay falling behind before paused runs do; never a
+// failure, since the events are safe in the outbox. limit 0 disables it.
+func outboxBacklog(r interface{ Backlog() (int, time.Duration) }, limit int) error {
+	depth, oldest := r.Backlog()
+	if limit == 0 || depth <= limit {
+		return nil
+	}
+	return &api.Degraded{Detail: fmt.Sprintf("%d events wait in the outbox (degraded past %d); the oldest has waited %s",
+		depth, limit, oldest.Round(time.Millisecond))}
 }
 
 // openStore opens the ledger store named by --store: the bbolt file in the

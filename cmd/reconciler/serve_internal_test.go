@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/events/natsserver"
 )
 
 // TestStripeMetadataKey: the resolver searches Stripe by the metadata key
@@ -30,5 +34,68 @@ func TestStripeMetadataKey(t *testing.T) {
 				t.Fatalf("stripeMetadataKey = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+type backlog struct {
+	depth  int
+	oldest time.Duration
+}
+
+func (b backlog) Backlog() (int, time.Duration) { return b.depth, b.oldest }
+
+// TestOutboxBacklog: /readyz's outbox check is degraded, never failing,
+// past events.degraded_depth, and off at 0.
+func TestOutboxBacklog(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		b       backlog
+		limit   int
+		want    string // "" = ready
+		wantErr bool
+	}{
+		{"empty", backlog{}, 10, "", false},
+		{"at the limit", backlog{10, time.Second}, 10, "", false},
+		{"past the limit", backlog{11, 1500 * time.Millisecond}, 10,
+			"11 events wait in the outbox (degraded past 10); the oldest has waited 1.5s", true},
+		{"disabled", backlog{1 << 20, time.Hour}, 0, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := outboxBacklog(tc.b, tc.limit)
+			var d *api.Degraded
+			if (err != nil) != tc.wantErr || err != nil && (!errors.As(err, &d) || d.Detail != tc.want) {
+				t.Fatalf("outboxBacklog: got %v, want degraded %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRelaySyncedAfter: auto waits out the embedded server's sync with a
+// margin, deletes at once on a quorum-acked stream, and assumes a stock
+// server's 2-minute sync otherwise; a configured value is used as is.
+func TestRelaySyncedAfter(t *testing.T) {
+	cases := []struct {
+		name     string
+		c        config.SyncedAfter
+		embedded bool
+		replicas int
+		want     time.Duration
+	}{
+		{"auto, embedded", config.SyncedAfterAuto, true, 1, 3 * time.Second},
+		{"auto, external R1", config.SyncedAfterAuto, false, 1, 150 * time.Second},
+		{"auto, external R3", config.SyncedAfterAuto, false, 3, 0},
+		{"auto, external R5", config.SyncedAfterAuto, false, 5, 0},
+		{"configured, external R3", config.SyncedAfter(5 * time.Second), false, 3, 5 * time.Second},
+		{"configured zero, embedded", 0, true, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := relaySyncedAfter(tc.c, tc.embedded, tc.replicas); got != tc.want {
+				t.Errorf("relaySyncedAfter: got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if natsserver.SyncedAfter <= natsserver.DefaultSyncInterval {
+		t.Errorf("the embedded server's synced-after %s does not exceed its sync interval %s", natsserver.SyncedAfter, natsserver.DefaultSyncInterval)
 	}
 }

@@ -171,6 +171,10 @@ func (c *cluster) start(i int) {
 		"--nats-url", natsURL(),
 		"--events-stream", c.stream, "--events-subject-prefix", c.prefix,
 		"--resolver-interval", c.resolverIntervalArg, "--resolver-grace", "500ms",
+		// The suite kills replicas, never the NATS server, whose sync policy
+		// it does not know: a short hold lets the outbox empty within the
+		// test (auto would hold each record 2m30s on a one-replica stream).
+		"--events-synced-after", "1s",
 		"--log-level", "warn",
 	}
 	if c.stripeURL != "" {

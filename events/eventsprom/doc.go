@@ -2,8 +2,12 @@
 // NewRelayMetrics returns the events.RelayMetrics that cmd/reconciler gives
 // the relay, so /metrics carries (docs/architecture.md §6a):
 //
-//   - reconciler_outbox_depth, a gauge: the records the relay saw pending at
-//     its last read (capped at one batch);
+//   - reconciler_outbox_depth, a gauge: the outbox records waiting to be
+//     published (not those published and held until the stream synced
+//     them), as of the relay's last count (about once a second) less what
+//     it published since;
+//   - reconciler_outbox_oldest_seconds, a gauge: how long the oldest of
+//     them that the relay has read has waited since its commit;
 //   - reconciler_relay_lag_seconds, a histogram (1 ms to about 4.4 min):
 //     from an event's commit to its JetStream PubAck;
 //   - reconciler_relay_publishes_total{result}, a counter: records handled,

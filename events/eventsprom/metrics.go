@@ -13,6 +13,7 @@ import (
 // RelayMetrics implements events.RelayMetrics with Prometheus collectors.
 type RelayMetrics struct {
 	depth     prometheus.Gauge
+	oldest    prometheus.Gauge
 	lag       prometheus.Histogram
 	publishes *prometheus.CounterVec
 }
@@ -27,7 +28,11 @@ func NewRelayMetrics(reg prometheus.Registerer) (*RelayMetrics, error) {
 	m := &RelayMetrics{
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reconciler_outbox_depth",
-			Help: "Outbox records the relay saw pending at its last read (capped at one batch).",
+			Help: "Outbox records waiting to be published.",
+		}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reconciler_outbox_oldest_seconds",
+			Help: "How long the oldest outbox record waiting to be published has waited since its commit.",
 		}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "reconciler_relay_lag_seconds",
@@ -43,6 +48,9 @@ func NewRelayMetrics(reg prometheus.Registerer) (*RelayMetrics, error) {
 	if m.depth, err = promreg.Register(reg, m.depth); err != nil {
 		return nil, fmt.Errorf("relay metrics: %w", err)
 	}
+	if m.oldest, err = promreg.Register(reg, m.oldest); err != nil {
+		return nil, fmt.Errorf("relay metrics: %w", err)
+	}
 	if m.lag, err = promreg.Register(reg, m.lag); err != nil {
 		return nil, fmt.Errorf("relay metrics: %w", err)
 	}
@@ -54,6 +62,9 @@ func NewRelayMetrics(reg prometheus.Registerer) (*RelayMetrics, error) {
 
 // SetOutboxDepth sets reconciler_outbox_depth.
 func (m *RelayMetrics) SetOutboxDepth(n int) { m.depth.Set(float64(n)) }
+
+// SetOutboxOldest sets reconciler_outbox_oldest_seconds.
+func (m *RelayMetrics) SetOutboxOldest(d time.Duration) { m.oldest.Set(d.Seconds()) }
 
 // ObserveLag observes d in reconciler_relay_lag_seconds.
 func (m *RelayMetrics) ObserveLag(d time.Duration) { m.lag.Observe(d.Seconds()) }

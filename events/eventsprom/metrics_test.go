@@ -27,6 +27,7 @@ func TestRelayMetrics(t *testing.T) {
 		t.Fatalf("second registration: %v", err)
 	}
 	m.SetOutboxDepth(7)
+	m2.SetOutboxOldest(2500 * time.Millisecond)
 	m.ObserveLag(1500 * time.Millisecond)
 	m2.ObserveLag(time.Millisecond)
 	m.CountResult(events.ResultPublished)
@@ -37,8 +38,8 @@ func TestRelayMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
-	if len(mfs) != 3 {
-		t.Errorf("registered %d families, want 3", len(mfs))
+	if len(mfs) != 4 {
+		t.Errorf("registered %d families, want 4", len(mfs))
 	}
 	family := func(name string) int {
 		for i, mf := range mfs {
@@ -53,6 +54,11 @@ func TestRelayMetrics(t *testing.T) {
 	depth := mfs[family("reconciler_outbox_depth")]
 	if depth.GetType().String() != "GAUGE" || depth.GetMetric()[0].GetGauge().GetValue() != 7 {
 		t.Errorf("reconciler_outbox_depth: got %v, want gauge 7", depth)
+	}
+
+	oldest := mfs[family("reconciler_outbox_oldest_seconds")]
+	if oldest.GetType().String() != "GAUGE" || oldest.GetMetric()[0].GetGauge().GetValue() != 2.5 {
+		t.Errorf("reconciler_outbox_oldest_seconds: got %v, want gauge 2.5", oldest)
 	}
 
 	lag := mfs[family("reconciler_relay_lag_seconds")]

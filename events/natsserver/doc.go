@@ -28,37 +28,42 @@
 // nkeys; no project package (the stream, the relay and the permission set
 // on top of the server are events').
 //
-// # Durability: why the embedded server runs with SyncAlways
+// # Durability: why the embedded server syncs every second
 //
-// JetStream's file store writes a message to the kernel before it sends the
-// PubAck, but fsyncs only every SyncInterval (2 min by default). A SIGKILL
-// loses nothing either way (the page cache survives the process;
-// TestAckedEventsSurviveSIGKILL checks both modes), but a power loss or
-// kernel crash can lose up to two minutes of acknowledged messages. The
-// relay deletes an outbox record as soon as the PubAck arrives, so such a
-// loss would be silent: the ledger has forgotten the event and the stream
-// never got it. With SyncAlways the server fsyncs each write before it acks,
-// which closes that gap. DefaultOptions sets it.
+// JetStream's file store writes a message to the kernel before it sends
+// the PubAck and fsyncs every SyncInterval (2 min by default), or before
+// every PubAck with SyncAlways. A SIGKILL loses nothing either way (the
+// page cache survives the process; TestAckedEventsSurviveSIGKILL checks
+// both modes); a power loss can lose what was acknowledged since the last
+// sync. DefaultOptions syncs every DefaultSyncInterval (1 s;
+// TestDefaultOptionsSync), and the relay keeps each outbox record until
+// SyncedAfter (3 s) past its PubAck and a ping the server answered after
+// that, so the outbox still holds whatever a power loss took from the
+// stream, and the restart publishes it again (events/doc.go has the whole
+// argument and its tests). SyncAlways would need neither, but costs what
+// this measures, per event published and acknowledged
+// (go test -run '^$' -bench 'PublishAck|Relay' -benchtime 20000x -count 3
+// ./events/, 2 shared vCPUs, ext4 on a virtual disk, load 1.6-3; the three
+// runs' range):
 //
-// Its cost, measured with events' BenchmarkPublishAck and BenchmarkRelay
-// (go test -run '^$' -bench . -benchtime 1s -count 3 ./events/, 2 shared
-// vCPUs, ext4 on a virtual disk, six engineers' jobs running, so the spread
-// is wide), per event published and acknowledged:
+//	                              SyncAlways     sync every 1 s   every 2 min
+//	one publish + ack at a time   0.9k-1.3k/s    11k-16k/s        12k-15k/s
+//	256 in flight (async)         1.4k-1.6k/s    28k-56k/s        40k-46k/s
+//	relay, one at a time          1.2k-1.8k/s    11k-12k/s        11.5k-12k/s
+//	relay, window of 256          3.5k-3.6k/s    54k-57k/s        59k-60k/s
 //
-//	                           SyncAlways                default (2 min sync)
-//	one at a time (relay path) 1.4-2.7 ms  (370-710/s)   0.13-0.18 ms (5.6k-7.8k/s)
-//	100 in flight (async)      2.0-4.6 ms  (220-490/s)   0.03-0.15 ms (6.9k-40k/s)
-//	Relay end to end           1.6-4.2 ms  (240-630/s)   0.09-0.22 ms (4.6k-11k/s)
-//
-// So SyncAlways costs 10-20 times the per-event time and caps the relay at a
-// few hundred events a second on this disk, and pipelining does not help (each
-// write is synced on its own). That is ample: events are resolutions of
-// agents' write tool calls, tens a second at the most, each already behind
-// a vendor round trip of hundreds of milliseconds, and the bbolt ledger pays
-// one fsync per commit anyway. Two milliseconds of relay lag are the price of
-// never losing an acknowledged event. An external NATS (--nats-url) is the
-// operator's to configure; set sync_interval: always there too, or run
-// replicated streams (R3), where acks wait for a quorum.
+// With SyncAlways the server syncs each write on its own, so a window
+// hardly helps (1.2-2x); it caps the relay at a few thousand events a
+// second on this disk, below the 3.5k-12k durable webhooks a second the
+// service ingests (BENCHMARKS.md). A group fsync through JetStream's atomic
+// batch publish would sync once per batch, but a batch that holds a
+// message the stream already has fails whole, and the relay's restart
+// publishes exactly such messages again. Syncing every second costs
+// nothing measurable next to the 2-minute default, and the window makes
+// the relay several times faster than ingest. An external NATS (--nats-url) is
+// the operator's: events.synced_after (cmd/reconciler) says when its
+// server has synced; with sync_interval: always or a replicated stream
+// (R3, acks wait for a quorum) it is 0.
 //
 // # Concurrency
 //

@@ -29,8 +29,9 @@ const (
 // a new server and checks that every acknowledged message is there.
 //
 // SIGKILL keeps the kernel's page cache, so this proves the file store
-// hands a message to the kernel before it acks (true in both modes); only
-// SyncAlways also covers power loss, which a test cannot simulate (doc.go).
+// hands a message to the kernel before it acks (true in both modes). A
+// power loss, which a test cannot simulate, is covered by the relay
+// keeping each record until the server has synced it (events/doc.go).
 func TestAckedEventsSurviveSIGKILL(t *testing.T) {
 	if dir := os.Getenv(childDirEnv); dir != "" {
 		killChild(t, dir, os.Getenv(childSyncEnv) == "1")

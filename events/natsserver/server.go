@@ -22,6 +22,19 @@ import (
 // is empty: loopback only, so a single node never exposes its bus.
 const DefaultListen = "127.0.0.1:4222"
 
+// DefaultSyncInterval is how often the embedded server fsyncs JetStream's
+// writes (DefaultOptions). The relay keeps every record it published until
+// the server has synced it, so this bounds what it holds: doc.go.
+const DefaultSyncInterval = time.Second
+
+// SyncedAfter is how long after its PubAck a server started with
+// DefaultOptions has certainly synced a message: DefaultSyncInterval, plus
+// a margin for the sync rounds' own time (the server restarts its timer
+// after a round, and a message written just after a block was flushed
+// waits for the next round to finish). It is the relay's
+// events.RelayOptions.SyncedAfter for the embedded server.
+const SyncedAfter = DefaultSyncInterval + 2*time.Second
+
 // defaultReadyTimeout bounds how long Start waits for the listener and
 // JetStream; a server that is not ready by then is a start-up error, not a hang.
 const defaultReadyTimeout = 10 * time.Second
@@ -35,13 +48,13 @@ type Options struct {
 	StoreDir string
 	// Logger receives the server's log lines; nil discards them.
 	Logger *slog.Logger
-	// SyncAlways fsyncs every JetStream write before the PubAck is sent, so
-	// an acknowledged event survives power loss. The zero value keeps
-	// nats-server's default (sync every SyncInterval); the service sets it
-	// through DefaultOptions. See doc.go for the measured cost.
+	// SyncAlways fsyncs every JetStream write before the PubAck is sent.
+	// The zero value syncs every SyncInterval instead, which the service
+	// uses (doc.go has the measured cost of both).
 	SyncAlways bool
 	// SyncInterval is how often JetStream fsyncs when SyncAlways is false;
-	// 0 keeps the server default (2 min).
+	// 0 keeps the server default (2 min). DefaultOptions sets
+	// DefaultSyncInterval.
 	SyncInterval time.Duration
 	// ReadyTimeout bounds the wait for the listener and JetStream; 0 means 10 s.
 	ReadyTimeout time.Duration
@@ -85,11 +98,11 @@ type Permissions struct {
 var ErrOpenListener = errors.New("not a loopback address, and the server has no users: anyone who reaches it could publish and read every event")
 
 // DefaultOptions are the options the service runs the embedded server
-// with: loopback on the default port, JetStream in storeDir, and SyncAlways,
-// so an event JetStream has acknowledged (and the relay has therefore deleted
-// from the outbox) survives a power loss. doc.go has the measured cost.
+// with: loopback on the default port, JetStream in storeDir, and a sync
+// every DefaultSyncInterval, which the relay waits out (with a margin)
+// before it deletes a published record from the outbox. doc.go has why.
 func DefaultOptions(storeDir string, log *slog.Logger) Options {
-	return Options{Listen: DefaultListen, StoreDir: storeDir, Logger: log, SyncAlways: true}
+	return Options{Listen: DefaultListen, StoreDir: storeDir, Logger: log, SyncInterval: DefaultSyncInterval}
 }
 
 // Server is an embedded NATS server with JetStream enabled.
@@ -201,7 +214,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if service != nil {
 		auth = "nkey"
 	}
-	logger.Info("embedded nats started", "url", s.ClientURL(), "sync_always", opts.SyncAlways,
+	logger.Info("embedded nats started", "url", s.ClientURL(), "sync_always", opts.SyncAlways, "sync_interval", opts.SyncInterval,
 		"auth", auth, "users", len(opts.Users), "tls", tlsConfig != nil)
 	return s, nil
 }

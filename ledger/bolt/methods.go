@@ -131,13 +131,31 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row
 
 // PendingEvents returns the first limit outbox records in sequence order.
 func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRecord, error) {
+	recs, err := s.eventsAfter(ctx, 0, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	return recs, nil
+}
+
+// EventsAfter returns up to limit outbox records with a sequence number
+// above after, in sequence order (which is commit order: AppendOutbox).
+func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]ledger.OutboxRecord, error) {
+	recs, err := s.eventsAfter(ctx, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("events after %d: %w", after, err)
+	}
+	return recs, nil
+}
+
+func (s *Store) eventsAfter(ctx context.Context, after uint64, limit int) ([]ledger.OutboxRecord, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	var recs []ledger.OutboxRecord
 	err := s.view(ctx, func(tx *boltTx) error {
 		c := tx.bucket(bucketOutbox).Cursor()
-		for k, v := c.First(); k != nil && len(recs) < limit; k, v = c.Next() {
+		for k, v := c.Seek(seqKey(after + 1)); k != nil && len(recs) < limit; k, v = c.Next() {
 			var e ledger.Event
 			if err := unmarshal(v, &e); err != nil {
 				return fmt.Errorf("decode outbox record: %w", err)
@@ -146,10 +164,22 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRe
 		}
 		return nil
 	})
+	return recs, err
+}
+
+// CountEvents returns how many records the outbox holds. It walks the
+// bucket's pages (bbolt keeps no key count), so it costs O(records); the
+// relay asks about once a second.
+func (s *Store) CountEvents(ctx context.Context) (int, error) {
+	var n int
+	err := s.view(ctx, func(tx *boltTx) error {
+		n = tx.bucket(bucketOutbox).Stats().KeyN
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pending events: %w", err)
+		return 0, fmt.Errorf("count events: %w", err)
 	}
-	return recs, nil
+	return n, nil
 }
 
 // List walks the tenant's by_time entries backwards (newest first) from the

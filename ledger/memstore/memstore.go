@@ -213,6 +213,30 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRe
 	return recs, err
 }
 
+// EventsAfter implements ledger.Outbox.
+func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]ledger.OutboxRecord, error) {
+	var recs []ledger.OutboxRecord
+	err := s.view(ctx, func(st *state) error {
+		i, _ := slices.BinarySearchFunc(st.outbox, after+1, func(r ledger.OutboxRecord, seq uint64) int {
+			return compareUint(r.Seq, seq)
+		})
+		n := min(max(limit, 0), len(st.outbox)-i)
+		recs = slices.Clone(st.outbox[i : i+n])
+		return nil
+	})
+	return recs, err
+}
+
+// CountEvents implements ledger.Outbox.
+func (s *Store) CountEvents(ctx context.Context) (int, error) {
+	var n int
+	err := s.view(ctx, func(st *state) error {
+		n = len(st.outbox)
+		return nil
+	})
+	return n, err
+}
+
 // AckEvents implements ledger.Outbox.
 func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
 	return s.update(ctx, func(t *tx) error {

@@ -26,7 +26,8 @@
 //	         (approval_expires_at, tenant, key) (the expiry job) and
 //	         (tenant, approval_expires_at, key) (GET /v1/approvals).
 //	outbox   seq bigserial PK, tenant, key, event jsonb, created,
-//	         lease_until (ClaimEvents); index (tenant, key, seq).
+//	         lease_until (ClaimEvents), held (HoldEvents); index (tenant,
+//	         key, seq).
 //	inbox    (vendor, event_id) PK, first_seen, result; index first_seen.
 //	orphans  (local_id, vendor, event_id) PK, at, delivery jsonb, parked
 //	         bigserial (oldest first: at, then parking order).
@@ -66,8 +67,8 @@
 //
 // # Sharing work between replicas
 //
-// Due and PendingEvents are plain reads: every replica sees the same rows
-// and records (the storetest contract). Replicas that share the work use:
+// Due, PendingEvents and EventsAfter are plain reads: every replica sees
+// the same rows and records (the storetest contract). Replicas that share the work use:
 //
 //   - ClaimDue(ctx, now, limit, lease): in one transaction, SELECT … FOR
 //     UPDATE SKIP LOCKED the earliest due open rows and move their
@@ -83,6 +84,12 @@
 //     order; an unacked record is handed out again after its lease (the
 //     Nats-Msg-Id dedupe absorbs the second publish). Records of different
 //     rows carry no order between them.
+//   - HoldEvents(ctx, until, seqs): a relay that keeps published records
+//     until the stream has synced them marks them held until then. A held
+//     record is not handed out before its hold ends and keeps no later
+//     record of its row waiting; after the hold (the relay died before
+//     AckEvents) it is handed out again. CountEvents leaves held records
+//     out: it counts what no relay has published.
 //
 // Leases compare times from the callers' injected clocks, so replica
 // clocks must agree to well within a lease.

@@ -48,10 +48,7 @@ func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(seqs))
-	for i, q := range seqs {
-		ids[i] = int64(q)
-	}
+	ids := seqIDs(seqs)
 	err := s.run(ctx, true, func(tx *pgTx) error {
 		if _, err := tx.q.Exec(ctx, `DELETE FROM outbox WHERE seq = ANY($1)`, ids); err != nil {
 			return dbErr("ack events", err)
@@ -145,6 +142,57 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]ledger.OutboxRe
 		return nil, fmt.Errorf("pending events: %w", err)
 	}
 	return recs, nil
+}
+
+// EventsAfter returns up to limit outbox records with a sequence number
+// above after, in sequence order. A lower number can commit after a higher
+// one here, so a reader that moves past what it read can miss a record:
+// relays lease records with ClaimEvents instead.
+func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) ([]ledger.OutboxRecord, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("events after %d: %w", after, errClosed)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var recs []ledger.OutboxRecord
+	err := s.run(ctx, false, func(tx *pgTx) error {
+		var err error
+		recs, err = queryEvents(tx, `SELECT seq, event FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events after %d: %w", after, err)
+	}
+	return recs, nil
+}
+
+// CountEvents returns how many outbox records are not held (HoldEvents):
+// the records no relay has published yet. It scans the table.
+func (s *Store) CountEvents(ctx context.Context) (int, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("count events: %w", errClosed)
+	}
+	var n int64
+	err := s.run(ctx, false, func(tx *pgTx) error {
+		if err := tx.q.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE NOT held`).Scan(&n); err != nil {
+			return dbErr("count events", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	return int(n), nil
+}
+
+// seqIDs converts outbox sequence numbers to the bigint array PostgreSQL takes.
+func seqIDs(seqs []uint64) []int64 {
+	ids := make([]int64, len(seqs))
+	for i, q := range seqs {
+		ids[i] = int64(q)
+	}
+	return ids
 }
 
 func queryEvents(tx *pgTx, sql string, args ...any) ([]ledger.OutboxRecord, error) {

@@ -58,17 +58,19 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, limit int, lease ti
 // row's events out of order. One pass at a time (a transaction-scoped
 // advisory lock, held for a few milliseconds) takes, in sequence order, up
 // to limit records that are not leased, skipping every record that has an
-// earlier record of the same row (tenant, key) still leased by anyone, and
-// leases them until now+lease. The caller publishes them in the order
-// returned and acks them with AckEvents; an unacked record becomes
-// claimable again when its lease ends (JetStream's Nats-Msg-Id dedupe makes
-// that second publish harmless).
+// earlier record of the same row (tenant, key) still leased, and not held,
+// by anyone, and leases them until now+lease. The caller publishes them in
+// the order returned and then deletes them with AckEvents, or first holds
+// them with HoldEvents; a record neither deleted nor held becomes claimable
+// again when its lease ends (JetStream's Nats-Msg-Id dedupe makes that
+// second publish harmless), and so does a held one when its hold ends.
 //
 // Guarantee: while leases are honoured (a relay publishes and acks within
 // its lease), no record is handed to two relays at once, and a row's
 // records are handed out only after every earlier record of that row was
-// acked or is in the same batch, so each row's events are published in
-// commit order. Records of different rows carry no order between them.
+// published (deleted or held) or is in the same batch, so each row's events
+// are published in commit order. Records of different rows carry no order
+// between them.
 func (s *Store) ClaimEvents(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]ledger.OutboxRecord, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("claim events: %w", errClosed)
@@ -89,9 +91,9 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, limit int, lease
 				SELECT o.seq FROM outbox o
 				WHERE (o.lease_until IS NULL OR o.lease_until <= $1)
 				  AND NOT EXISTS (SELECT 1 FROM outbox p
-					WHERE p.tenant = o.tenant AND p.key = o.key AND p.seq < o.seq AND p.lease_until > $1)
+					WHERE p.tenant = o.tenant AND p.key = o.key AND p.seq < o.seq AND p.lease_until > $1 AND NOT p.held)
 				ORDER BY o.seq LIMIT $2)
-			UPDATE outbox SET lease_until = $3 FROM pick WHERE outbox.seq = pick.seq
+			UPDATE outbox SET lease_until = $3, held = false FROM pick WHERE outbox.seq = pick.seq
 			RETURNING outbox.seq, outbox.event`, micros(now), limit, micros(now.Add(lease)))
 		return err
 	})
@@ -101,6 +103,29 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, limit int, lease
 	// UPDATE … RETURNING has no order of its own.
 	sortRecords(out)
 	return out, nil
+}
+
+// HoldEvents marks records the caller published (and leased with
+// ClaimEvents) as held until until: ClaimEvents hands none of them out
+// before then, and none of them keeps a later record of its row waiting.
+// A relay holds a record while the stream may not have synced it yet, and
+// deletes it with AckEvents once it has; if the relay dies first, the
+// record is handed out again when the hold ends. Unknown sequence numbers
+// are ignored.
+func (s *Store) HoldEvents(ctx context.Context, until time.Time, seqs ...uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	err := s.run(ctx, true, func(tx *pgTx) error {
+		if _, err := tx.q.Exec(ctx, `UPDATE outbox SET held = true, lease_until = $1 WHERE seq = ANY($2)`, micros(until), seqIDs(seqs)); err != nil {
+			return dbErr("hold events", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("hold events: %w", err)
+	}
+	return nil
 }
 
 func sortRecords(recs []ledger.OutboxRecord) {

@@ -224,6 +224,51 @@ func TestClaimEventsReplicas(t *testing.T) {
 			t.Fatalf("after ack: %+v, %v; want nothing", left, err)
 		}
 	})
+	t.Run("a held record lets its row's later records go and comes back after its hold", func(t *testing.T) {
+		u := newSchema(t, db)
+		a := openStore(t, u, Options{})
+		b := openStore(t, u, Options{})
+		makeEvents(t, a, 1)
+		now := t0.Add(3 * time.Hour)
+		const lease, hold = time.Minute, 10 * time.Minute
+		first, err := a.ClaimEvents(t.Context(), now, 1, lease)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("ClaimEvents(1) on a: %+v, %v", first, err)
+		}
+		before, err := a.CountEvents(t.Context())
+		if err != nil || before != 3 {
+			t.Fatalf("CountEvents before the hold: %d, %v; want 3", before, err)
+		}
+		// a published the first record and holds it until the stream has
+		// synced it: b may take the row's next records at once.
+		if err := a.HoldEvents(t.Context(), now.Add(hold), first[0].Seq, first[0].Seq+1000); err != nil {
+			t.Fatalf("HoldEvents: %v", err)
+		}
+		if n, err := a.CountEvents(t.Context()); err != nil || n != 2 {
+			t.Fatalf("CountEvents after the hold: %d, %v; want 2 (the held record is published)", n, err)
+		}
+		rest, err := b.ClaimEvents(t.Context(), now, 10, lease)
+		if err != nil || len(rest) != 2 || rest[0].Seq <= first[0].Seq {
+			t.Fatalf("ClaimEvents on b during the hold: %+v, %v; want the 2 later records", rest, err)
+		}
+		if err := b.AckEvents(t.Context(), rest[0].Seq, rest[1].Seq); err != nil {
+			t.Fatalf("AckEvents: %v", err)
+		}
+		// Neither relay gets the held record while the hold runs, even
+		// after the claim's own lease.
+		if got, err := b.ClaimEvents(t.Context(), now.Add(hold-time.Second), 10, lease); err != nil || len(got) != 0 {
+			t.Fatalf("ClaimEvents within the hold: %+v, %v; want nothing", got, err)
+		}
+		// a died before deleting it: after the hold it is handed out again,
+		// unheld, so it counts as waiting until it is published once more.
+		again, err := b.ClaimEvents(t.Context(), now.Add(hold), 10, lease)
+		if err != nil || len(again) != 1 || again[0].Seq != first[0].Seq {
+			t.Fatalf("ClaimEvents after the hold: %+v, %v; want seq %d", again, err, first[0].Seq)
+		}
+		if n, err := b.CountEvents(t.Context()); err != nil || n != 1 {
+			t.Fatalf("CountEvents after the hold: %d, %v; want 1", n, err)
+		}
+	})
 }
 
 // TestNotifyAcrossStores: a commit with outbox records in one replica wakes
@@ -301,6 +346,7 @@ func TestClaimAfterClose(t *testing.T) {
 	}{
 		{"ClaimDue", func() error { _, err := s.ClaimDue(t.Context(), t0, 10, time.Minute); return err }},
 		{"ClaimEvents", func() error { _, err := s.ClaimEvents(t.Context(), t0, 10, time.Minute); return err }},
+		{"HoldEvents", func() error { return s.HoldEvents(t.Context(), t0, 1) }},
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {

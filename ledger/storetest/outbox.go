@@ -106,6 +106,28 @@ func testOutbox(t *testing.T, open Open) {
 	if got, err := e.s.PendingEvents(e.ctx, 2); err != nil || !slices.Equal(eventKeys(got), want[:2]) {
 		t.Fatalf("PendingEvents(2): got %v err %v, want %v", eventKeys(got), err, want[:2])
 	}
+	// EventsAfter reads on from a sequence number, whether or not a record
+	// still has it.
+	for _, tc := range []struct {
+		name  string
+		after uint64
+		limit int
+		want  []string
+	}{
+		{"from the start", 0, 100, want},
+		{"after the first", recs[0].Seq, 2, want[1:3]},
+		{"from just below the second", recs[1].Seq - 1, 1, want[1:2]},
+		{"after the last", recs[len(recs)-1].Seq, 10, nil},
+		{"no limit", 0, 0, nil},
+	} {
+		got, err := e.s.EventsAfter(e.ctx, tc.after, tc.limit)
+		if err != nil || !slices.Equal(eventKeys(got), tc.want) {
+			t.Fatalf("EventsAfter %s (%d, %d): got %v err %v, want %v", tc.name, tc.after, tc.limit, eventKeys(got), err, tc.want)
+		}
+	}
+	if n, err := e.s.CountEvents(e.ctx); err != nil || n != len(want) {
+		t.Fatalf("CountEvents: got %d err %v, want %d", n, err, len(want))
+	}
 	// Ack the second and an unknown seq: only the second goes.
 	if err := e.s.AckEvents(e.ctx, recs[1].Seq, recs[len(recs)-1].Seq+1000); err != nil {
 		t.Fatalf("AckEvents: %v", err)
@@ -113,6 +135,12 @@ func testOutbox(t *testing.T, open Open) {
 	want = slices.Delete(want, 1, 2)
 	if got := eventKeys(e.pending()); !slices.Equal(got, want) {
 		t.Fatalf("after ack: outbox\n got %v\nwant %v", got, want)
+	}
+	if got, err := e.s.EventsAfter(e.ctx, recs[0].Seq, 1); err != nil || !slices.Equal(eventKeys(got), want[1:2]) {
+		t.Fatalf("EventsAfter across a deleted record: got %v err %v, want %v", eventKeys(got), err, want[1:2])
+	}
+	if n, err := e.s.CountEvents(e.ctx); err != nil || n != len(want) {
+		t.Fatalf("CountEvents after ack: got %d err %v, want %d", n, err, len(want))
 	}
 	// Acking twice is harmless.
 	if err := e.s.AckEvents(e.ctx, recs[1].Seq); err != nil {
@@ -127,6 +155,9 @@ func testOutbox(t *testing.T, open Open) {
 	}
 	if got := e.pending(); len(got) != 0 {
 		t.Fatalf("after acking all: %d records left", len(got))
+	}
+	if n, err := e.s.CountEvents(e.ctx); err != nil || n != 0 {
+		t.Fatalf("CountEvents after acking all: got %d err %v, want 0", n, err)
 	}
 	// Sequence numbers are never reused, even with an empty outbox.
 	d := e.claim(baseRequest(withIntent(`{"n":4}`)), t0).Row
@@ -167,6 +198,8 @@ func testClose(t *testing.T, open Open) {
 		{"Due", func() error { _, err := e.s.Due(ctx, at(time.Hour), 10); return err }},
 		{"Reschedule", func() error { return e.s.Reschedule(ctx, tenantA, row.Key, at(time.Hour)) }},
 		{"PendingEvents", func() error { _, err := e.s.PendingEvents(ctx, 10); return err }},
+		{"EventsAfter", func() error { _, err := e.s.EventsAfter(ctx, 0, 10); return err }},
+		{"CountEvents", func() error { _, err := e.s.CountEvents(ctx); return err }},
 		{"AckEvents", func() error { return e.s.AckEvents(ctx, 1) }},
 		{"CountRows", func() error { _, err := e.s.CountRows(ctx); return err }},
 	}

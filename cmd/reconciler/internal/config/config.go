@@ -194,6 +194,14 @@ type EventsConfig struct {
 	// Replicas is the stream's replica count in a NATS cluster; "keep"
 	// (0) keeps an existing stream's count and creates a new one with 1.
 	Replicas StreamReplicas `yaml:"replicas"`
+	// SyncedAfter is how long after its PubAck the NATS server has
+	// certainly synced an event to disk; the relay keeps the outbox record
+	// until then (events.RelayOptions.SyncedAfter). SyncedAfterAuto lets
+	// serve derive it from the server it talks to.
+	SyncedAfter SyncedAfter `yaml:"synced_after"`
+	// DegradedDepth is the outbox backlog past which /readyz answers
+	// degraded (still 200); 0 never does.
+	DegradedDepth Count `yaml:"degraded_depth"`
 }
 
 // ResolverConfig paces the periodic resolve job.
@@ -261,7 +269,7 @@ func Default() Config {
 			ReplayWindow:       72 * time.Hour,
 			OrdersReplayWindow: 6 * time.Hour,
 		},
-		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon"},
+		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
 		Paging: PagingConfig{
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},

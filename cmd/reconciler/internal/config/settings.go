@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/agentledger/reconciler/events"
 )
 
 // Setting is one value that has all three forms: a flag, an environment
@@ -71,6 +74,8 @@ var settings = []Setting{
 	{Key: "events.work_stream", Usage: "JetStream stream of the outbox autonomy's work items (subjects <prefix>_work.<tenant>.<tool>)"},
 	{Key: "events.subject_prefix", Usage: "subjects are <prefix>.<tenant>.<run_id>.<status>"},
 	{Key: "events.replicas", Usage: "replicas of the stream in a NATS cluster, 1-5; keep: leave an existing stream's count"},
+	{Key: "events.synced_after", Usage: "how long after its ack NATS has surely synced an event (the relay keeps it until then); auto: 3s embedded, 0s for a stream of 3+ replicas, else 2m30s (a stock server syncs every 2m)"},
+	{Key: "events.degraded_depth", Usage: "/readyz answers degraded (200) while more events than this wait in the outbox; 0: never"},
 	{Key: "stripe.api_base", Usage: "Stripe API for lookups and replays"},
 	{Key: "stripe.api_key", Usage: "Stripe secret key for lookups and replays", EnvOnly: true},
 	{Key: "stripe.replay_window", Usage: "how long Stripe honours a key (720h for API v2)"},
@@ -254,6 +259,56 @@ func (b ByteSize) String() string {
 	}
 	return strconv.FormatInt(n, 10) + "B"
 }
+
+// SyncedAfter is events.synced_after: how long after its PubAck the NATS
+// server has certainly synced a message, or SyncedAfterAuto.
+type SyncedAfter time.Duration
+
+// SyncedAfterAuto lets serve choose from the server it talks to: the
+// embedded one's natsserver.SyncedAfter, 0 for an external stream of 3 or
+// more replicas (its ack is a quorum's), else events.StockSyncedAfter.
+const SyncedAfterAuto SyncedAfter = -1
+
+// UnmarshalText reads "auto" or a Go duration from 0 to events.MaxSyncedAfter.
+func (s *SyncedAfter) UnmarshalText(text []byte) error {
+	v := strings.TrimSpace(string(text))
+	if v == "auto" {
+		*s = SyncedAfterAuto
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > events.MaxSyncedAfter {
+		return fmt.Errorf("bad synced_after %q: want auto, or a Go duration from 0s to %s (the duplicates window is 1h)", v, events.MaxSyncedAfter)
+	}
+	*s = SyncedAfter(d)
+	return nil
+}
+
+// MarshalText writes the duration, or "auto".
+func (s SyncedAfter) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s SyncedAfter) String() string {
+	if s == SyncedAfterAuto {
+		return "auto"
+	}
+	return time.Duration(s).String()
+}
+
+// Count is a whole number of things, 0 or more.
+type Count int
+
+// UnmarshalText reads a non-negative integer.
+func (c *Count) UnmarshalText(text []byte) error {
+	n, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil || n < 0 {
+		return fmt.Errorf("bad count %q: want a whole number, 0 or more", string(text))
+	}
+	*c = Count(n)
+	return nil
+}
+
+// MarshalText writes the number.
+func (c Count) MarshalText() ([]byte, error) { return []byte(strconv.Itoa(int(c))), nil }
 
 // StreamReplicas is the event stream's replica count: 1-5, or 0 ("keep")
 // to leave an existing stream's count alone.
