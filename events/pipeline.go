@@ -412,12 +412,12 @@ func (r *Relay) dispatch(ctx context.Context, sent chan<- *entry) {
 			dropped += dropKey(p.pending[i+1:], e.key) + 1
 			continue
 		}
-		if sent, err := r.publish(e, sent); err != nil {
+		if ok, err := r.publish(e, sent); err != nil {
 			// Not sent: NATS is unreachable. It and the rest wait for
 			// the backoff.
 			kept = append(kept, p.pending[i:]...)
 			break
-		} else if !sent {
+		} else if !ok {
 			continue // invalid, dropped
 		}
 	}
