@@ -412,13 +412,11 @@ func (r *Relay) dispatch(ctx context.Context, sent chan<- *entry) {
 			dropped += dropKey(p.pending[i+1:], e.key) + 1
 			continue
 		}
-		if ok, err := r.publish(e, sent); err != nil {
+		if err := r.publish(e, sent); err != nil {
 			// Not sent: NATS is unreachable. It and the rest wait for
 			// the backoff.
 			kept = append(kept, p.pending[i:]...)
 			break
-		} else if !ok {
-			continue // invalid, dropped
 		}
 	}
 	p.pending = slices.DeleteFunc(kept, func(e *entry) bool { return e == nil })
@@ -441,10 +439,9 @@ func dropKey(rest []*entry, key string) int {
 }
 
 // publish sends e: the one place a message leaves the relay (settle is
-// where its outcome arrives). It reports whether e is now in flight; an
-// error means it was not sent and stays pending; neither means it was
-// invalid and is dropped.
-func (r *Relay) publish(e *entry, sent chan<- *entry) (bool, error) {
+// where its outcome arrives). An error means e was not sent and stays
+// pending; without one e is in flight, or was invalid and is dropped.
+func (r *Relay) publish(e *entry, sent chan<- *entry) error {
 	p := &r.p
 	msg, stream, err := r.message(e.rec)
 	if err != nil {
@@ -454,7 +451,7 @@ func (r *Relay) publish(e *entry, sent chan<- *entry) (bool, error) {
 		r.met.CountResult(ResultInvalid)
 		r.log.Error("dropping outbox record that cannot be published", "seq", e.rec.Seq, "key", e.rec.Event.Key, "err", err)
 		p.doomed = append(p.doomed, e.rec.Seq)
-		return false, nil
+		return nil
 	}
 	e.subject = msg.Subject
 	fut, err := r.pub.PublishMsgAsync(msg, jetstream.WithExpectStream(stream))
@@ -462,13 +459,13 @@ func (r *Relay) publish(e *entry, sent chan<- *entry) (bool, error) {
 		r.met.CountResult(ResultError)
 		err = fmt.Errorf("publish %s: %w", msg.Subject, err)
 		r.failed(&p.pubErr, err)
-		return false, err
+		return err
 	}
 	e.fut, e.deadline = fut, time.Now().Add(r.opts.PublishTimeout)
 	p.busy[e.key] = true
 	p.flying = append(p.flying, e)
 	sent <- e // never blocks: sent holds Window and at most Window fly
-	return true, nil
+	return nil
 }
 
 // collect waits for each PubAck in publish order, at most until its
