@@ -61,7 +61,7 @@ func newClaimResponse(res ledger.ClaimResult) claimResponse {
 	return out
 }
 
-// decisionStatus is the HTTP status of a decision (ARCHITECTURE.md §4):
+// decisionStatus is the HTTP status of a decision (docs/architecture.md §4):
 // 201 a new row, 409 wait, 423 a frozen tool with no row, 200 the rest.
 func decisionStatus(res ledger.ClaimResult) int {
 	switch {
@@ -108,6 +108,7 @@ func (s *Server) claim(c echo.Context) error {
 		return err
 	}
 	if res.Decision == ledger.DecisionWait && wait > 0 {
+		s.extendForWait(c, wait)
 		if res, err = s.awaitRow(ctx, cl, res, wait); err != nil {
 			return err
 		}

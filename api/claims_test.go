@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -344,7 +345,7 @@ func TestClaimLongPoll(t *testing.T) {
 				f.h.ServeHTTP(rec, req)
 				done <- rec
 			}()
-			eventually(t, "the claim to long-poll", func() bool { return f.metricValue("reconciler_claim_waiters", nil) == 1 })
+			testkit.Eventually(t, "the claim to long-poll", func() bool { return f.metricValue("reconciler_claim_waiters", nil) == 1 })
 			tc.wake(f, first.Row.Key)
 			rec := <-done
 			wantStatus(t, rec, tc.status)
@@ -371,7 +372,7 @@ func TestClaimLongPollEndsWithTheClient(t *testing.T) {
 		f.h.ServeHTTP(rec, req)
 		done <- rec
 	}()
-	eventually(t, "the claim to long-poll", func() bool { return f.metricValue("reconciler_claim_waiters", nil) == 1 })
+	testkit.Eventually(t, "the claim to long-poll", func() bool { return f.metricValue("reconciler_claim_waiters", nil) == 1 })
 	cancel()
 	rec := <-done
 	if rec.Code != 499 {

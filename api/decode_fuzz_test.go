@@ -134,7 +134,7 @@ func checkNames(data []byte, want names) error {
 }
 
 // BenchmarkDecodeClaim is the strict decode of the claim body the load
-// program (internal/httpload) sends, next to encoding/json's strict
+// program (cmd/httpload) sends, next to encoding/json's strict
 // decoder alone (DisallowUnknownFields; it lets duplicate and case-variant
 // names through, so the API's old path ran a token walk before it).
 func BenchmarkDecodeClaim(b *testing.B) {

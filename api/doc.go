@@ -18,6 +18,11 @@
 // API is decided by cmd/reconciler; this package declares the Store subset
 // it consumes (Store, server.go).
 //
+// Every request has deadlines on its connection (deadline.go): its body
+// must arrive within BodyTimeout of its headers, and its answer be written
+// within AnswerTimeout after that; a long-polling claim has its wait added.
+// They apply to every route on the Server's echo, the webhooks' included.
+//
 // Concurrency: a Server is safe for concurrent use by any number of
 // requests. It starts no goroutines of its own: a long-polling claim
 // (?wait=) waits inside its own request goroutine and ends with the wait,

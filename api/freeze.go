@@ -14,7 +14,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// KillSwitch is the kill switch (ARCHITECTURE.md §4, §5) as the API uses it;
+// KillSwitch is the kill switch (docs/architecture.md §4, §5) as the API uses it;
 // freeze.Cache implements it. The admin routes change it through Put and
 // Delete, which must be durable and in effect on this replica when they
 // return; claims ask Frozen, and /metrics reads Snapshot, on every call, so

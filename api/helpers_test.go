@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 )
@@ -29,50 +30,14 @@ const (
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
-// clock is the injected clock; tests move it by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// syncBuffer collects log output from concurrent requests.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type fixture struct {
 	t      *testing.T
 	srv    *api.Server
 	h      http.Handler
 	store  *memstore.Store
-	clock  *clock
+	clock  *testkit.Clock
 	reg    *prometheus.Registry
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer // log output of concurrent requests
 	mu     sync.Mutex
 	frozen map[string]bool // tool or class
 }
@@ -82,8 +47,8 @@ type fixture struct {
 func newFixture(t *testing.T, mods ...func(*api.Options)) *fixture {
 	t.Helper()
 	f := &fixture{
-		t: t, store: memstore.New(ledger.DefaultPolicy()), clock: &clock{now: t0},
-		reg: prometheus.NewRegistry(), logs: &syncBuffer{}, frozen: map[string]bool{},
+		t: t, store: memstore.New(ledger.DefaultPolicy()), clock: testkit.NewClock(t0),
+		reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}, frozen: map[string]bool{},
 	}
 	t.Cleanup(func() { _ = f.store.Close() })
 	o := api.Options{
@@ -266,18 +231,6 @@ var (
 	declined       = map[string]any{"kind": "response", "http_status": 402}
 	serverError    = map[string]any{"kind": "response", "http_status": 500}
 )
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // gaugeValue reads an unlabelled gauge or the sum of a counter family.
 func (f *fixture) metricValue(name string, labels map[string]string) float64 {

@@ -18,7 +18,7 @@ import (
 )
 
 // metrics are the API's Prometheus collectors; names and labels are the
-// contract of ARCHITECTURE.md §6a.
+// contract of docs/architecture.md §6a.
 type metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec

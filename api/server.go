@@ -45,6 +45,12 @@ const (
 	DefaultPollInterval = 250 * time.Millisecond
 	// DefaultReadyTimeout bounds each readiness check.
 	DefaultReadyTimeout = 2 * time.Second
+	// DefaultBodyTimeout is how long a request's body may take to arrive
+	// after its headers: DefaultBodyLimit at 35 KB/s, a poor mobile link.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultAnswerTimeout is how long the answer may take to be decided
+	// and written, counted from the end of the body's time.
+	DefaultAnswerTimeout = 30 * time.Second
 )
 
 // Options configure a Server. Store and at least one token are required.
@@ -94,6 +100,9 @@ type Options struct {
 	PollInterval time.Duration
 	// ReadyTimeout bounds each readiness check (default DefaultReadyTimeout).
 	ReadyTimeout time.Duration
+	// BodyTimeout and AnswerTimeout are each request's deadlines
+	// (deadline.go; defaults DefaultBodyTimeout, DefaultAnswerTimeout).
+	BodyTimeout, AnswerTimeout time.Duration
 }
 
 // Server is the HTTP API. Build it with New; serve Handler().
@@ -112,6 +121,8 @@ type Server struct {
 	ready        []ReadyCheck
 	readyTimeout time.Duration
 	poll         time.Duration
+	bodyTimeout  time.Duration
+	answer       time.Duration
 	gatherer     prometheus.Gatherer
 	metrics      *metrics
 	log          *slog.Logger
@@ -151,6 +162,7 @@ func New(o Options) (*Server, error) {
 		store: o.Store, auth: auth, bodyLimit: o.BodyLimit, policy: o.Policy,
 		replayWindow: o.ReplayWindow, frozen: o.Frozen, ready: o.Ready,
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
+		bodyTimeout: o.BodyTimeout, answer: o.AnswerTimeout,
 		wakeRelay: o.WakeRelay, registry: o.Registry, strict: o.StrictRegistry,
 		watch:     newWatchers(),
 		stopWaits: make(chan struct{}),
@@ -175,6 +187,12 @@ func New(o Options) (*Server, error) {
 	}
 	if s.poll <= 0 {
 		s.poll = DefaultPollInterval
+	}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
+	}
+	if s.answer <= 0 {
+		s.answer = DefaultAnswerTimeout
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -218,6 +236,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	e.Use(s.deadlines)
 	e.Use(s.observe)
 	e.Use(strictQuery)
 

@@ -1,7 +1,7 @@
 // Package apierror is the error answer of reconciler's HTTP server, written
 // by the API (package api) and the webhook handlers (package webhooks) and
 // read by the Go client (and the CLI through it): the body
-// {"error": {"code": "…", "message": "…"}} of ARCHITECTURE.md §5, and the
+// {"error": {"code": "…", "message": "…"}} of docs/architecture.md §5, and the
 // codes a client branches on. Defining it once keeps the writers and the
 // readers in step.
 //

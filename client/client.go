@@ -67,7 +67,9 @@ type Option func(*Client)
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // WithNATS makes Do wait for in-flight keys on NATS (events.Await), with the
-// API as the fallback; without it Do long-polls the API.
+// API as the fallback; without it Do long-polls the API. js must come from a
+// connection with the tenant's inbox prefix (ConnectNATS makes one): a bus
+// with credentials delivers a tenant's events on that prefix only.
 func WithNATS(js jetstream.JetStream) Option { return func(c *Client) { c.js = js } }
 
 // WithStream names the event stream and subject prefix when they are not

@@ -139,7 +139,7 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 		cctx, cancel = context.WithTimeout(cctx, c.callTimeout)
 		defer cancel()
 	}
-	res, callErr, panicked := runCall(cctx, call, out.Key, out.LocalID)
+	res, panicked, callErr := runCall(cctx, call, out.Key, out.LocalID)
 	if panicked != nil {
 		// The vendor may have committed before the panic: report unknown so
 		// the row leaves its lease and the resolver looks, then re-raise.
@@ -186,14 +186,14 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 }
 
 // runCall runs call, catching a panic so it can be reported first.
-func runCall(ctx context.Context, call CallFunc, key, localID string) (res Result, err error, panicked any) {
+func runCall(ctx context.Context, call CallFunc, key, localID string) (res Result, panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
 		}
 	}()
 	res, err = call(ctx, key, localID)
-	return res, err, nil
+	return res, nil, err
 }
 
 // classify turns a call's return into the report. An answer with a status

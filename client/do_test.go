@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/internal/fakestripe"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -18,20 +19,20 @@ import (
 func TestDoClassifies(t *testing.T) {
 	tests := []struct {
 		name       string
-		fault      fault
+		fault      fakestripe.Fault
 		wantStatus ledger.Status
 		wantKind   ledger.OutcomeKind
 		wantErr    error // nil, client.ErrStopped or client.ErrUnsettled
 		wantObj    int   // objects the vendor holds afterwards
 		wantRecpt  bool
 	}{
-		{name: "2xx with receipt", fault: faultNone, wantStatus: ledger.StatusSucceeded, wantKind: ledger.OutcomeResponse, wantObj: 1, wantRecpt: true},
-		{name: "409 already exists with receipt", fault: fault409Exists, wantStatus: ledger.StatusSucceeded, wantKind: ledger.OutcomeResponse, wantObj: 1, wantRecpt: true},
-		{name: "500 no receipt", fault: fault500, wantStatus: ledger.StatusUnknown, wantKind: ledger.OutcomeResponse, wantErr: client.ErrUnsettled},
-		{name: "429 stays pending", fault: fault429, wantStatus: ledger.StatusPending, wantKind: ledger.OutcomeResponse, wantErr: client.ErrUnsettled},
-		{name: "declined, should-retry false", fault: faultDecline, wantStatus: ledger.StatusFailedPoison, wantKind: ledger.OutcomeResponse, wantErr: client.ErrStopped, wantObj: 1, wantRecpt: true},
-		{name: "commit then timeout", fault: faultHang, wantStatus: ledger.StatusUnknown, wantKind: ledger.OutcomeTimeout, wantErr: client.ErrUnsettled, wantObj: 1},
-		{name: "commit then connection reset", fault: faultReset, wantStatus: ledger.StatusUnknown, wantKind: ledger.OutcomeNetworkError, wantErr: client.ErrUnsettled, wantObj: 1},
+		{name: "2xx with receipt", fault: fakestripe.FaultNone, wantStatus: ledger.StatusSucceeded, wantKind: ledger.OutcomeResponse, wantObj: 1, wantRecpt: true},
+		{name: "409 already exists with receipt", fault: fakestripe.Fault409, wantStatus: ledger.StatusSucceeded, wantKind: ledger.OutcomeResponse, wantObj: 1, wantRecpt: true},
+		{name: "500 no receipt", fault: fakestripe.Fault500, wantStatus: ledger.StatusUnknown, wantKind: ledger.OutcomeResponse, wantErr: client.ErrUnsettled},
+		{name: "429 stays pending", fault: fakestripe.Fault429, wantStatus: ledger.StatusPending, wantKind: ledger.OutcomeResponse, wantErr: client.ErrUnsettled},
+		{name: "declined, should-retry false", fault: fakestripe.FaultDecline, wantStatus: ledger.StatusFailedPoison, wantKind: ledger.OutcomeResponse, wantErr: client.ErrStopped, wantObj: 1, wantRecpt: true},
+		{name: "commit then timeout", fault: fakestripe.FaultHang, wantStatus: ledger.StatusUnknown, wantKind: ledger.OutcomeTimeout, wantErr: client.ErrUnsettled, wantObj: 1},
+		{name: "commit then connection reset", fault: fakestripe.FaultReset, wantStatus: ledger.StatusUnknown, wantKind: ledger.OutcomeNetworkError, wantErr: client.ErrUnsettled, wantObj: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,7 +55,7 @@ func TestDoClassifies(t *testing.T) {
 			if !out.Called || out.Decision != ledger.DecisionProceed {
 				t.Errorf("called=%v decision=%s, want a proceed that called", out.Called, out.Decision)
 			}
-			if got := v.objectCount(); got != tt.wantObj {
+			if got := v.ObjectCount(); got != tt.wantObj {
 				t.Errorf("vendor objects = %d, want %d", got, tt.wantObj)
 			}
 			if got := e.row(t, out.Key).UpstreamReceiptID != ""; got != tt.wantRecpt {
@@ -74,7 +75,7 @@ func TestDoDecisions(t *testing.T) {
 		name string
 		// setup runs before the Do under test; it may call Do itself.
 		setup        func(t *testing.T, e *env, v *fakeStripe, c *client.Client)
-		faults       []fault
+		faults       []fakestripe.Fault
 		wantDecision ledger.Decision
 		wantErr      error
 		wantCode     string
@@ -93,7 +94,7 @@ func TestDoDecisions(t *testing.T) {
 		},
 		{
 			name:   "stop after failed_poison does not call",
-			faults: []fault{faultDecline},
+			faults: []fakestripe.Fault{fakestripe.FaultDecline},
 			setup: func(t *testing.T, e *env, v *fakeStripe, c *client.Client) {
 				if _, err := c.Do(context.Background(), chargeClaim(1050), v.httpCall(keyedHTTP(0))); !errors.Is(err, client.ErrStopped) {
 					t.Fatalf("first Do: %v, want a stop", err)
@@ -110,7 +111,7 @@ func TestDoDecisions(t *testing.T) {
 		},
 		{
 			name:   "retry_same_key after a 500 is refused: wait (stripe replays the stored 500)",
-			faults: []fault{fault500},
+			faults: []fakestripe.Fault{fakestripe.Fault500},
 			setup: func(t *testing.T, e *env, v *fakeStripe, c *client.Client) {
 				if _, err := c.Do(context.Background(), chargeClaim(1050), v.httpCall(keyedHTTP(0))); !errors.Is(err, client.ErrUnsettled) {
 					t.Fatalf("first Do: %v, want unsettled", err)
@@ -121,7 +122,7 @@ func TestDoDecisions(t *testing.T) {
 		},
 		{
 			name:   "retry_same_key after a timeout calls with the same key",
-			faults: []fault{faultHang},
+			faults: []fakestripe.Fault{fakestripe.FaultHang},
 			setup: func(t *testing.T, e *env, v *fakeStripe, c *client.Client) {
 				if _, err := c.Do(context.Background(), chargeClaim(1050), v.httpCall(keyedHTTP(200*time.Millisecond))); !errors.Is(err, client.ErrUnsettled) {
 					t.Fatalf("first Do: %v, want unsettled", err)
@@ -164,8 +165,8 @@ func TestDoDecisions(t *testing.T) {
 					t.Errorf("vendor got key %q, want the ledger's %q", p.key, out.Key)
 				}
 			}
-			if v.objectCount() > 1 {
-				t.Errorf("vendor holds %d objects, want at most 1", v.objectCount())
+			if v.ObjectCount() > 1 {
+				t.Errorf("vendor holds %d objects, want at most 1", v.ObjectCount())
 			}
 			if tt.wantDecision == ledger.DecisionReplay && (!out.Replayed || out.ReceiptID() != "pi_1") {
 				t.Errorf("replay outcome = %+v, want the stored receipt pi_1", out)
@@ -189,7 +190,7 @@ func mustDo(t *testing.T, c *client.Client, v *fakeStripe) client.Outcome {
 // it holds one object.
 func TestDoTimeoutThenSameKey(t *testing.T) {
 	e := newEnv(t)
-	v := newFakeStripe(t, faultHang)
+	v := newFakeStripe(t, fakestripe.FaultHang)
 	c := e.client(t)
 	call := v.httpCall(keyedHTTP(200 * time.Millisecond))
 
@@ -215,7 +216,7 @@ func TestDoTimeoutThenSameKey(t *testing.T) {
 	if !second.Row.IdempotentReplayed || second.Row.Status != ledger.StatusSucceeded || second.Row.Attempt != 2 {
 		t.Errorf("row = %+v, want succeeded, replayed, attempt 2", second.Row)
 	}
-	if got := v.objectCount(); got != 1 {
+	if got := v.ObjectCount(); got != 1 {
 		t.Errorf("vendor objects = %d, want 1", got)
 	}
 	for _, p := range v.received() {
@@ -298,7 +299,7 @@ func TestDoConcurrentSameIntent(t *testing.T) {
 // run on the dead context), so the row is unknown, not pending for a lease.
 func TestDoReportsAfterCallerDeadline(t *testing.T) {
 	e := newEnv(t)
-	v := newFakeStripe(t, faultHang)
+	v := newFakeStripe(t, fakestripe.FaultHang)
 	c := e.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()

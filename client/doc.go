@@ -3,7 +3,7 @@
 // the harness and the HTTP client is still one side effect.
 //
 //   - New, Claim, ReportOutcome, Get, List, Compensate and Resolve mirror the
-//     claim API (ARCHITECTURE.md §5); every API error is an *Error that
+//     claim API (docs/architecture.md §5); every API error is an *Error that
 //     matches a sentinel with errors.Is (ErrNotFound, ErrFingerprintMismatch,
 //     ErrUnavailable, …). With an admin token, WithTenant names the tenant
 //     read; GetJSON, ListJSON and ResolveJSON hand back rows as the server
@@ -17,6 +17,11 @@
 //     between the call and the report leaves the row pending for its lease,
 //     then a retry of the same intent gets the same key (or the resolver
 //     settles the row from vendor truth).
+//   - ConnectNATS connects a runtime to the event bus for WithNATS, with
+//     its tenant's credential (NATSCredentials: the seed file
+//     `reconciler nats-creds --tenant T` writes, or a creds file, and a CA)
+//     and the tenant's inbox prefix, which the credential's permissions
+//     require.
 //   - Scrub and ScrubSchema keep a model from choosing a write's identity:
 //     they remove idempotency_key, request_id, message_id-style fields from
 //     tool arguments and from the tool schema the model sees.
@@ -26,8 +31,8 @@
 //     over plain HTTP (Idempotency-Key, PayPal-Request-Id, or a body field).
 //
 // Imports: ledger (types and sentinels only), apierror (the error body and
-// its codes) and events (Await); from outside, nats.go/jetstream and
-// stripe-go. Never a store, the api, events/natsserver or any other
+// its codes) and events (Await, Connect, Credentials); from outside, nats.go
+// and stripe-go. Never a store, the api, events/natsserver or any other
 // adapter, and not even transitively nats-server, Prometheus, echo, pgx or
 // bbolt: a runtime that links the SDK gets none of the service's
 // dependencies (make lint checks).

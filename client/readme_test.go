@@ -41,3 +41,17 @@ func readmeExample(ctx context.Context, runID, callID string) {
 }
 
 var _ = readmeExample
+
+// readmeNATSExample is the README's NATS wait for a runtime on another host.
+func readmeNATSExample() {
+	nc, js, err := client.ConnectNATS("nats://reconciler.internal:4222", "acme",
+		client.NATSCredentials{NKeyFile: "/etc/agent/acme.nk"}) // + CAFile when the bus has TLS
+	if err != nil { /* … */
+		return
+	}
+	defer nc.Close()
+	rc, _ := client.New("http://reconciler.internal:8080", os.Getenv("RECONCILER_TOKEN"), client.WithNATS(js))
+	_ = rc
+}
+
+var _ = readmeNATSExample

@@ -109,7 +109,7 @@ func TestReportRetried(t *testing.T) {
 			if !strings.Contains(bodies[0], `"attempt":1`) {
 				t.Errorf("report %s does not name attempt 1", bodies[0])
 			}
-			if got := v.objectCount(); got != 1 {
+			if got := v.ObjectCount(); got != 1 {
 				t.Errorf("vendor objects = %d, want 1", got)
 			}
 		})

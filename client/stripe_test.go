@@ -12,6 +12,7 @@ import (
 	stripeclient "github.com/stripe/stripe-go/v79/client"
 
 	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/internal/fakestripe"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -20,7 +21,7 @@ import (
 func stripeAPI(t *testing.T, v *fakeStripe, raw bool) *stripeclient.API {
 	t.Helper()
 	inner := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-		URL: stripe.String(v.srv.URL), HTTPClient: v.srv.Client(),
+		URL: stripe.String(v.URL()), HTTPClient: v.Client(),
 		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})
 	b := inner
@@ -46,7 +47,7 @@ func createPI(sc *stripeclient.API) client.CallFunc {
 func TestStripeBackendDo(t *testing.T) {
 	tests := []struct {
 		name       string
-		faults     []fault
+		faults     []fakestripe.Fault
 		twice      bool // Do again after the first (the harness retrying)
 		wantStatus ledger.Status
 		wantErr    error
@@ -59,13 +60,13 @@ func TestStripeBackendDo(t *testing.T) {
 					t.Errorf("result = %+v, want 200 pi_1", out.Result)
 				}
 			}},
-		{name: "timeout, then the retry is replayed", faults: []fault{faultHang}, twice: true, wantStatus: ledger.StatusSucceeded, wantObj: 1,
+		{name: "timeout, then the retry is replayed", faults: []fakestripe.Fault{fakestripe.FaultHang}, twice: true, wantStatus: ledger.StatusSucceeded, wantObj: 1,
 			check: func(t *testing.T, out client.Outcome, err error) {
 				if out.Decision != ledger.DecisionRetrySameKey || out.Result.Headers["Idempotent-Replayed"] != "true" || !out.Row.IdempotentReplayed {
 					t.Errorf("outcome = %+v, want a replayed retry_same_key", out)
 				}
 			}},
-		{name: "declined card", faults: []fault{faultDecline}, wantStatus: ledger.StatusFailedPoison, wantErr: client.ErrStopped, wantObj: 1,
+		{name: "declined card", faults: []fakestripe.Fault{fakestripe.FaultDecline}, wantStatus: ledger.StatusFailedPoison, wantErr: client.ErrStopped, wantObj: 1,
 			check: func(t *testing.T, out client.Outcome, err error) {
 				var se *stripe.Error
 				if !errors.As(err, &se) || se.Code != stripe.ErrorCodeCardDeclined {
@@ -75,8 +76,8 @@ func TestStripeBackendDo(t *testing.T) {
 					t.Errorf("result = %+v, want 402, pi_1, Stripe-Should-Retry false", out.Result)
 				}
 			}},
-		{name: "stripe 500", faults: []fault{fault500}, wantStatus: ledger.StatusUnknown, wantErr: client.ErrUnsettled, wantObj: 0},
-		{name: "409 already exists", faults: []fault{fault409Exists}, wantStatus: ledger.StatusSucceeded, wantObj: 1,
+		{name: "stripe 500", faults: []fakestripe.Fault{fakestripe.Fault500}, wantStatus: ledger.StatusUnknown, wantErr: client.ErrUnsettled, wantObj: 0},
+		{name: "409 already exists", faults: []fakestripe.Fault{fakestripe.Fault409}, wantStatus: ledger.StatusSucceeded, wantObj: 1,
 			check: func(t *testing.T, out client.Outcome, err error) {
 				if out.Row.UpstreamReceiptID != "pi_1" {
 					t.Errorf("receipt = %q, want pi_1", out.Row.UpstreamReceiptID)
@@ -102,7 +103,7 @@ func TestStripeBackendDo(t *testing.T) {
 			if got := e.row(t, out.Key).Status; got != tt.wantStatus {
 				t.Errorf("row status = %s, want %s", got, tt.wantStatus)
 			}
-			if got := v.objectCount(); got != tt.wantObj {
+			if got := v.ObjectCount(); got != tt.wantObj {
 				t.Errorf("vendor objects = %d, want %d", got, tt.wantObj)
 			}
 			for _, p := range v.received() {
@@ -194,6 +195,8 @@ func TestStripeResultTransportError(t *testing.T) {
 // metadata (cancel) gets the key but no metadata, which Stripe would refuse.
 func TestStripeBackendMetadataOnlyWhereTaken(t *testing.T) {
 	v := newFakeStripe(t)
+	// The intent to cancel: Stripe cancels only what exists.
+	v.Put(map[string]any{"id": "pi_1", "object": "payment_intent", "status": "requires_payment_method"}, time.Now())
 	sc := stripeAPI(t, v, false)
 	params := &stripe.PaymentIntentCancelParams{CancellationReason: stripe.String("duplicate")}
 	params.Context = client.WithKey(context.Background(), "key_cancel", "rl_cancel")

@@ -4,27 +4,50 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// startNATS runs an embedded NATS on a random port, the RECON stream and
-// the outbox relay over e's store, all stopped when the test ends.
+// startNATS runs an embedded NATS on a random port with acme's runtime as
+// its one user, the RECON stream and the outbox relay over e's store, all
+// stopped when the test ends, and returns the JetStream of acme's runtime,
+// connected with its seed file as a runtime on another host would.
 func startNATS(t *testing.T, e *env) jetstream.JetStream {
 	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "acme.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	perms, err := events.TenantPermissions(events.PermissionScope{}, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := natsserver.Permissions(perms)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	srv, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(),
+		Users: []natsserver.User{{NKey: pub, Permissions: &np, Name: "tenant acme"}}})
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}
@@ -33,7 +56,7 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 		defer scancel()
 		_ = srv.Shutdown(sctx)
 	})
-	nc, js, err := events.Connect(srv.ClientURL(), nil)
+	nc, js, err := events.Connect(natsserver.ServiceURL, nil, srv.ServiceOptions()...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -49,13 +72,44 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = relay.Run(rctx) }()
 	t.Cleanup(func() { rcancel(); <-done })
-	return js
+
+	rnc, rjs, err := client.ConnectNATS(srv.ClientURL(), "acme", client.NATSCredentials{NKeyFile: seedFile})
+	if err != nil {
+		t.Fatalf("runtime connect: %v", err)
+	}
+	t.Cleanup(rnc.Close)
+	return rjs
+}
+
+func TestConnectNATS(t *testing.T) {
+	cases := []struct {
+		name, tenant string
+		cred         client.NATSCredentials
+		want         string
+	}{
+		{"a tenant that is no subject token", "a.b", client.NATSCredentials{}, "tenant is not a subject token"},
+		{"a missing seed file", "acme", client.NATSCredentials{NKeyFile: "/nonexistent/acme.nk"}, "/nonexistent/acme.nk"},
+		{"creds and an nkey", "acme", client.NATSCredentials{CredsFile: "a.creds", NKeyFile: "a.nk"}, "exclusive"},
+		{"half a client certificate", "acme", client.NATSCredentials{CertFile: "c.pem"}, "both its certificate and its key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, _, err := client.ConnectNATS("nats://127.0.0.1:1", tc.tenant, tc.cred)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %q, want %q", err, tc.want)
+			}
+		})
+	}
 }
 
 // waitClaims polls the API's metrics until n claims answered wait.
 func waitClaims(t *testing.T, reg *prometheus.Registry, n float64) {
 	t.Helper()
-	waitFor(t, "a claim answered wait", func() bool {
+	testkit.Eventually(t, "a claim answered wait", func() bool {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatalf("gather: %v", err)

@@ -1,11 +1,13 @@
 // Package drill runs the duplicate-delivery drills a payments team runs
-// before it lets an agent write on its own (ARCHITECTURE.md §10, issue 6):
+// before it lets an agent write on its own (docs/architecture.md §10, issue 6):
 // each drill breaks one thing the way production breaks it and counts the
 // side effects the vendor really made.
 //
 // Every drill gets a world of its own, in a fresh temporary directory: the
 // bbolt ledger, an embedded NATS server with JetStream on a random loopback
-// port (never 4222) and the outbox relay, the real API (api.New) with the
+// port (never 4222) whose one user is the drill tenant's runtime (an nkey
+// seed file and events.TenantPermissions, as a runtime on another host
+// connects with client.ConnectNATS), the outbox relay, the real API (api.New) with the
 // Stripe webhook handler on one loopback httptest server, and Vendor, a
 // Stripe-like fake that really commits objects, remembers each answer by
 // Idempotency-Key (a repeated key gets the stored answer with

@@ -1,8 +1,15 @@
 package drill
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // A drill whose set-up fails must report FAIL, not a PASS with no checks.
@@ -11,5 +18,37 @@ func TestCheckerAbortFails(t *testing.T) {
 	r := c.abort(Result{Name: "x", Expected: 1}, errors.New("no client"))
 	if r.Pass || r.Detail != "set-up: no client" {
 		t.Fatalf("abort = pass %v detail %q, want a failure naming the set-up error", r.Pass, r.Detail)
+	}
+}
+
+// The drills' runtime waits on NATS with a tenant credential, not as an
+// anonymous client: it reads its tenant's events, and publishing is not
+// among its rights.
+func TestEnvRuntimeIsATenant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := newEnv(ctx, Options{TempDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	ev := ledger.Event{Key: "k1", Tenant: tenant, RunID: "run-1", Tool: toolCharge, ToolCallID: "call_1",
+		Status: string(ledger.StatusSucceeded), Source: ledger.SourceRuntime, At: time.Now().UTC()}
+	subj, err := events.Subject("", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(ev)
+	if _, err := e.js.Publish(ctx, subj, body); err != nil {
+		t.Fatalf("service publish: %v", err)
+	}
+	got, err := events.Await(ctx, e.rjs, tenant, "run-1", "k1")
+	if err != nil || got.Key != "k1" {
+		t.Fatalf("runtime await: %+v, %v", got, err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	defer pcancel()
+	if _, err := e.rjs.Publish(pctx, subj, body); err == nil {
+		t.Fatal("the runtime's credential may publish events")
 	}
 }

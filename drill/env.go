@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/client"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/resolver"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -60,10 +62,14 @@ type env struct {
 	log      *slog.Logger
 	sabotage string
 
-	store  *bolt.Store
-	nats   *natsserver.Server
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	store *bolt.Store
+	nats  *natsserver.Server
+	nc    *nats.Conn          // the service's
+	js    jetstream.JetStream // the service's: relay, stream checks
+	// rnc and rjs are the agent runtime's, authenticated as the drill
+	// tenant with the seed file a runtime would be given.
+	rnc    *nats.Conn
+	rjs    jetstream.JetStream
 	apiSrv *httptest.Server
 	vendor *Vendor
 	hc     *http.Client
@@ -86,13 +92,23 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	if e.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), Logger: e.log}); err != nil {
 		return e, fmt.Errorf("open store: %w", err)
 	}
-	// Never the service's 4222: a random loopback port.
+	// Never the service's 4222: a random loopback port, with the drill
+	// tenant's runtime as its one user, so every drill's waits go through
+	// the credentials and permissions a multi-host set-up uses.
 	nopts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), e.log)
 	nopts.Listen = "127.0.0.1:-1"
+	seedFile, user, err := runtimeUser(dir)
+	if err != nil {
+		return e, err
+	}
+	nopts.Users = []natsserver.User{user}
 	if e.nats, err = natsserver.Start(ctx, nopts); err != nil {
 		return e, fmt.Errorf("start nats: %w", err)
 	}
-	if e.nc, e.js, err = events.Connect(e.nats.ClientURL(), e.log); err != nil {
+	if e.nc, e.js, err = events.Connect(natsserver.ServiceURL, e.log, e.nats.ServiceOptions()...); err != nil {
+		return e, err
+	}
+	if e.rnc, e.rjs, err = client.ConnectNATS(e.nats.ClientURL(), tenant, client.NATSCredentials{NKeyFile: seedFile}); err != nil {
 		return e, err
 	}
 	if _, err = events.EnsureStream(ctx, e.js, events.StreamConfig{}); err != nil {
@@ -147,6 +163,9 @@ func (e *env) close() {
 		e.relayStop()
 		<-e.relayDone
 	}
+	if e.rnc != nil {
+		e.rnc.Close()
+	}
 	if e.nc != nil {
 		e.nc.Close()
 	}
@@ -165,11 +184,33 @@ func (e *env) close() {
 // drill never sits on a long poll, and extra options per drill.
 func (e *env) client(opts ...client.Option) (*client.Client, error) {
 	base := []client.Option{
-		client.WithNATS(e.js), client.WithPollInterval(50 * time.Millisecond),
+		client.WithNATS(e.rjs), client.WithPollInterval(50 * time.Millisecond),
 		client.WithWait(2 * time.Second), client.WithLogger(e.log),
 		client.WithRetries(2, 20*time.Millisecond),
 	}
 	return client.New(e.apiSrv.URL, tenantToken, append(base, opts...)...)
+}
+
+// runtimeUser makes the drill tenant's NATS key pair, writes its seed file
+// into dir as `reconciler nats-creds` would, and returns the server's user.
+func runtimeUser(dir string) (string, natsserver.User, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", natsserver.User{}, fmt.Errorf("nats key: %w", err)
+	}
+	defer kp.Wipe()
+	pub, _ := kp.PublicKey() // a pair made by CreateUser always has both
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(dir, tenant+".nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		return "", natsserver.User{}, fmt.Errorf("nats seed file: %w", err)
+	}
+	p, err := events.TenantPermissions(events.PermissionScope{ServiceConsumers: []string{resolver.DefaultPageConsumer}}, tenant)
+	if err != nil {
+		return "", natsserver.User{}, err
+	}
+	perms := natsserver.Permissions(p)
+	return seedFile, natsserver.User{NKey: pub, Permissions: &perms, Name: "tenant " + tenant}, nil
 }
 
 // drained waits until the outbox is empty, so every event the ledger wrote

@@ -174,6 +174,9 @@ func (w *watch) opened() bool { return w.cc != nil }
 
 func (w *watch) open(ctx context.Context) error {
 	cons, err := w.js.OrderedConsumer(ctx, w.stream, jetstream.OrderedConsumerConfig{
+		// Exactly one filter: nats.go then puts it in the create request's
+		// subject, which is what a tenant's permissions scope
+		// (TenantPermissions); two would need the whole-stream door.
 		FilterSubjects: []string{w.filter},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		// A backstop: close deletes the consumer, but a crashed caller

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -125,7 +126,7 @@ func TestAwait(t *testing.T) {
 				res <- awaitResult{ev, err}
 			}()
 			if len(tc.after) > 0 {
-				waitFor(t, 5*time.Second, "Await's consumer", func() bool { return consumers(t, st) == 1 })
+				testkit.EventuallyWithin(t, 5*time.Second, "Await's consumer", func() bool { return consumers(t, st) == 1 })
 				for _, ev := range tc.after {
 					publish(t, js, ev)
 				}
@@ -138,7 +139,7 @@ func TestAwait(t *testing.T) {
 			} else if got.err != nil || got.ev != tc.want {
 				t.Fatalf("Await: got %+v, %v; want %+v", got.ev, got.err, tc.want)
 			}
-			waitFor(t, 5*time.Second, "consumer deleted", func() bool { return consumers(t, st) == 0 })
+			testkit.EventuallyWithin(t, 5*time.Second, "consumer deleted", func() bool { return consumers(t, st) == 0 })
 		})
 	}
 }

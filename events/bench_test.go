@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -86,7 +87,7 @@ func BenchmarkRelay(b *testing.B) {
 			runRelay(b, r)
 			b.ResetTimer()
 			out.add(evs...)
-			waitFor(b, 10*time.Minute, "outbox drained", func() bool { return out.len() == 0 })
+			testkit.EventuallyWithin(b, 10*time.Minute, "outbox drained", func() bool { return out.len() == 0 })
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}

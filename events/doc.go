@@ -9,6 +9,15 @@
 //   - Await returns the first resolution (succeeded, failed_poison,
 //     escalated) of a key, from the stream and, with WithLedger, from a poll
 //     of the ledger so a lost notification cannot strand a paused run.
+//   - TenantPermissions is the one statement of what a tenant's runtime
+//     credential may do on the bus (read its own events through a consumer
+//     whose filter it cannot widen; publish nothing), ServicePermissions
+//     the service's; InboxPrefix is the reply prefix a runtime must use.
+//     permissions.go says which nats-server and nats.go code they were
+//     checked against, and what permissions cannot close.
+//   - Connect dials with the reconnect policy of the relay and Await;
+//     Credentials (creds file, nkey seed file, CA, client certificate, in
+//     the nats CLI's terms) add authentication and TLS.
 //
 // The embedded NATS server (the single-node default when no --nats-url is
 // given) is events/natsserver, and the relay's Prometheus metrics are

@@ -82,20 +82,6 @@ func port(tb testing.TB, url string) int {
 	return n
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 var baseTime = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 // event returns the i-th test event of run-1.

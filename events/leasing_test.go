@@ -12,9 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/pgtest"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/postgres"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
 )
 
 var _ events.LeasingOutbox = (*postgres.Store)(nil)
@@ -111,7 +112,7 @@ func TestRelaysShareLeasingOutbox(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	waitFor(t, 30*time.Second, "every event on the stream and the outbox empty", func() bool {
+	testkit.EventuallyWithin(t, 30*time.Second, "every event on the stream and the outbox empty", func() bool {
 		recs, err := stores[0].PendingEvents(ctx, 1)
 		return err == nil && len(recs) == 0 && streamCount(t, st) == 2*keys
 	})
@@ -215,14 +216,14 @@ func (l *leasingFake) claimCount() int {
 // slowPublisher advances the shared clock by step on every publish: a
 // publish that takes most of a lease.
 type slowPublisher struct {
-	clk  *fakeClock
+	clk  *testkit.Clock
 	step time.Duration
 	mu   sync.Mutex
 	ids  []string
 }
 
 func (p *slowPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	p.clk.advance(p.step)
+	p.clk.Advance(p.step)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids = append(p.ids, m.Subject)
@@ -235,29 +236,12 @@ func (p *slowPublisher) count() int {
 	return len(p.ids)
 }
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestRelayStopsInsideLease: with a 25 s lease and a 5 s publish timeout, a
 // relay whose publishes take 12 s each publishes two records of a leased
 // batch of three (the third could outlive the lease), leaves the third
 // alone while its lease runs, and publishes it after the lease ends.
 func TestRelayStopsInsideLease(t *testing.T) {
-	clk := &fakeClock{now: baseTime}
+	clk := testkit.NewClock(baseTime)
 	out := &leasingFake{fakeOutbox: newFakeOutbox()}
 	out.add(event(1, "succeeded"), event(2, "succeeded"), event(3, "succeeded"))
 	pub := &slowPublisher{clk: clk, step: 12 * time.Second}
@@ -268,14 +252,14 @@ func TestRelayStopsInsideLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, 10*time.Second, "two publishes and two later passes", func() bool {
+	testkit.EventuallyWithin(t, 10*time.Second, "two publishes and two later passes", func() bool {
 		return pub.count() == 2 && out.len() == 1 && out.claimCount() >= 3
 	})
 	if got := pub.count(); got != 2 {
 		t.Fatalf("publishes while the lease runs: got %d, want 2", got)
 	}
-	clk.advance(time.Minute)
-	waitFor(t, 10*time.Second, "the third record after its lease", func() bool { return out.len() == 0 })
+	clk.Advance(time.Minute)
+	testkit.EventuallyWithin(t, 10*time.Second, "the third record after its lease", func() bool { return out.len() == 0 })
 	if got := pub.count(); got != 3 {
 		t.Errorf("publishes: got %d, want 3", got)
 	}
@@ -316,7 +300,7 @@ func (p *failOncePublisher) keys() []string {
 // while the lease has room, in order, instead of waiting for the lease to
 // end (the clock stands still here, so the lease never ends).
 func TestRelayRetriesHeldRecordsInsideLease(t *testing.T) {
-	clk := &fakeClock{now: baseTime}
+	clk := testkit.NewClock(baseTime)
 	out := &leasingFake{fakeOutbox: newFakeOutbox()}
 	out.add(event(1, "succeeded"), event(2, "succeeded"), event(3, "succeeded"))
 	pub := &failOncePublisher{failOn: event(2, "").Key}
@@ -327,7 +311,7 @@ func TestRelayRetriesHeldRecordsInsideLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, 10*time.Second, "every record published and acked", func() bool { return out.len() == 0 })
+	testkit.EventuallyWithin(t, 10*time.Second, "every record published and acked", func() bool { return out.len() == 0 })
 	got := fmt.Sprint(pub.keys())
 	if want := fmt.Sprint([]string{event(1, "").Key, event(2, "").Key, event(3, "").Key}); got != want {
 		t.Errorf("published: got %s, want %s", got, want)

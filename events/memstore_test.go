@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 	"github.com/nats-io/nats.go"
@@ -49,14 +50,14 @@ func TestRelayWithStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, 10*time.Second, "unknown relayed", func() bool { return streamCount(t, st) == 1 })
+	testkit.EventuallyWithin(t, 10*time.Second, "unknown relayed", func() bool { return streamCount(t, st) == 1 })
 
 	awaited := make(chan awaitResult, 1)
 	go func() {
 		ev, err := events.Await(ctx, js, "acme", "run-7", key)
 		awaited <- awaitResult{ev, err}
 	}()
-	waitFor(t, 5*time.Second, "Await's consumer", func() bool { return consumers(t, st) == 1 })
+	testkit.EventuallyWithin(t, 5*time.Second, "Await's consumer", func() bool { return consumers(t, st) == 1 })
 	select {
 	case got := <-awaited:
 		t.Fatalf("Await returned on unknown: %+v, %v", got.ev, got.err)
@@ -73,7 +74,7 @@ func TestRelayWithStore(t *testing.T) {
 	if got.err != nil || got.ev.Key != key || got.ev.Status != "succeeded" || got.ev.ReceiptID != "pi_123" || got.ev.RunID != "run-7" {
 		t.Fatalf("Await: got %+v, %v; want the succeeded event of %s", got.ev, got.err, key)
 	}
-	waitFor(t, 5*time.Second, "outbox drained", func() bool {
+	testkit.EventuallyWithin(t, 5*time.Second, "outbox drained", func() bool {
 		recs, err := store.PendingEvents(ctx, 10)
 		return err == nil && len(recs) == 0
 	})

@@ -434,7 +434,7 @@ func (r *Relay) message(ev ledger.Event) (*nats.Msg, error) {
 }
 
 // RelayMetrics receives what the relay observes, for /metrics
-// (ARCHITECTURE.md §6a). It is declared here and implemented elsewhere
+// (docs/architecture.md §6a). It is declared here and implemented elsewhere
 // (eventsprom), so a program that only awaits events, like the client SDK,
 // does not link Prometheus. A relay calls it from one goroutine at a time
 // (Run or Drain); relays sharing one need it safe for concurrent use.

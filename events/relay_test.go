@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -85,8 +86,8 @@ func TestRelayPublishesInOrder(t *testing.T) {
 				t.Fatalf("Healthy before Run: got %v, want ErrRelayNotStarted", err)
 			}
 			runRelay(t, r)
-			waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
-			waitFor(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
+			testkit.EventuallyWithin(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+			testkit.EventuallyWithin(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
 			checkStream(t, st, want)
 
 			if got := metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished); got != float64(tc.n) {
@@ -102,7 +103,7 @@ func TestRelayPublishesInOrder(t *testing.T) {
 			// A record committed later is published on notification.
 			late := event(tc.n, "succeeded")
 			out.add(late)
-			waitFor(t, 10*time.Second, "late record drained", func() bool { return out.len() == 0 })
+			testkit.EventuallyWithin(t, 10*time.Second, "late record drained", func() bool { return out.len() == 0 })
 			checkStream(t, st, append(want, late))
 		})
 	}
@@ -153,7 +154,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		runRelay(t, r)
-		waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+		testkit.EventuallyWithin(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 		checkStream(t, st, want)
 		if got := metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished); got != 5 {
 			t.Errorf("published: got %v, want 5", got)
@@ -188,7 +189,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		runRelay(t, r)
-		waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+		testkit.EventuallyWithin(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 		checkStream(t, st, want)
 		if got := metric(t, reg, "reconciler_relay_publishes_total", events.ResultDuplicate); got != 3 {
 			t.Errorf("duplicates: got %v, want 3", got)
@@ -242,13 +243,13 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, 10*time.Second, "some records relayed", func() bool {
+	testkit.EventuallyWithin(t, 10*time.Second, "some records relayed", func() bool {
 		return metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished) >= 20
 	})
 	shutdown(t, s)
-	waitFor(t, 10*time.Second, "Healthy reports the outage", func() bool { return r.Healthy() != nil })
+	testkit.EventuallyWithin(t, 10*time.Second, "Healthy reports the outage", func() bool { return r.Healthy() != nil })
 	before := produced()
-	waitFor(t, 10*time.Second, "records committed during the outage", func() bool { return produced() >= before+30 })
+	testkit.EventuallyWithin(t, 10*time.Second, "records committed during the outage", func() bool { return produced() >= before+30 })
 	if got := out.len(); got < 30 {
 		t.Fatalf("outbox during outage: got %d records, want >= 30 kept", got)
 	}
@@ -258,12 +259,12 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 		t.Fatalf("restarted on %s, want %s", s2.ClientURL(), url)
 	}
 	after := produced()
-	waitFor(t, 20*time.Second, "relay catches up", func() bool {
+	testkit.EventuallyWithin(t, 20*time.Second, "relay catches up", func() bool {
 		return produced() >= after+20 && r.Healthy() == nil
 	})
 	close(stopProd)
 	<-prodDone
-	waitFor(t, 20*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+	testkit.EventuallyWithin(t, 20*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 
 	js2 := connect(t, s2.ClientURL())
 	st, err := js2.Stream(context.Background(), events.DefaultStream)
@@ -292,11 +293,11 @@ func TestRelayHealthyReportsOutboxErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, 10*time.Second, "unhealthy", func() bool { return errors.Is(r.Healthy(), ledger.ErrUnavailable) })
+	testkit.EventuallyWithin(t, 10*time.Second, "unhealthy", func() bool { return errors.Is(r.Healthy(), ledger.ErrUnavailable) })
 	out.mu.Lock()
 	out.failRead = nil
 	out.mu.Unlock()
-	waitFor(t, 10*time.Second, "healthy again", func() bool { return r.Healthy() == nil })
+	testkit.EventuallyWithin(t, 10*time.Second, "healthy again", func() bool { return r.Healthy() == nil })
 }
 
 func TestRelayDropsInvalidRecord(t *testing.T) {
@@ -314,7 +315,7 @@ func TestRelayDropsInvalidRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+	testkit.EventuallyWithin(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 	checkStream(t, st, good)
 	if got := metric(t, reg, "reconciler_relay_publishes_total", events.ResultInvalid); got != 1 {
 		t.Errorf("invalid: got %v, want 1", got)
@@ -329,9 +330,9 @@ func TestRelayRunOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runRelay(t, r)
-	waitFor(t, 5*time.Second, "first pass", func() bool { return r.Healthy() == nil })
+	testkit.EventuallyWithin(t, 5*time.Second, "first pass", func() bool { return r.Healthy() == nil })
 	// Run is guarded: a second concurrent Run fails instead of racing.
-	waitFor(t, 5*time.Second, "second Run refused", func() bool {
+	testkit.EventuallyWithin(t, 5*time.Second, "second Run refused", func() bool {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		return r.Run(ctx) != nil
@@ -348,14 +349,14 @@ func TestRelayWake(t *testing.T) {
 		setup func(out *fakeOutbox, r *events.Relay) // leaves the relay waiting
 	}{
 		{"backoff after a failed pass", func(out *fakeOutbox, r *events.Relay) {
-			waitFor(t, 10*time.Second, "unhealthy", func() bool { return errors.Is(r.Healthy(), ledger.ErrUnavailable) })
+			testkit.EventuallyWithin(t, 10*time.Second, "unhealthy", func() bool { return errors.Is(r.Healthy(), ledger.ErrUnavailable) })
 			out.mu.Lock()
 			out.failRead = nil
 			out.mu.Unlock()
 			out.add(event(1, "succeeded")) // notifies; the backoff ignores it
 		}},
 		{"idle with the notification lost", func(out *fakeOutbox, r *events.Relay) {
-			waitFor(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
+			testkit.EventuallyWithin(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
 			out.mu.Lock()
 			out.failRead, out.quiet = nil, true
 			out.mu.Unlock()
@@ -383,7 +384,7 @@ func TestRelayWake(t *testing.T) {
 				t.Fatalf("before Wake: stream holds %d, outbox %d; want 0 and 1 (the relay should be waiting)", n, out.len())
 			}
 			r.Wake()
-			waitFor(t, 10*time.Second, "published after Wake", func() bool { return streamCount(t, st) == 1 && out.len() == 0 })
+			testkit.EventuallyWithin(t, 10*time.Second, "published after Wake", func() bool { return streamCount(t, st) == 1 && out.len() == 0 })
 		})
 	}
 }
@@ -405,7 +406,7 @@ func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
+	testkit.EventuallyWithin(t, 10*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 	checkStream(t, st, []ledger.Event{a, b})
 }
 
@@ -422,7 +423,7 @@ func TestRelayDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runRelay(t, r)
-	waitFor(t, 10*time.Second, "relay running", func() bool { return r.Healthy() == nil })
+	testkit.EventuallyWithin(t, 10*time.Second, "relay running", func() bool { return r.Healthy() == nil })
 	if err := r.Drain(t.Context()); err == nil {
 		t.Fatal("Drain beside Run: no error")
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Defaults of the event stream (ARCHITECTURE.md §6).
+// Defaults of the event stream (docs/architecture.md §6).
 const (
 	DefaultStream        = "RECON"
 	DefaultSubjectPrefix = "recon"

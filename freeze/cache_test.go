@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/freeze"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 )
@@ -152,11 +153,11 @@ func TestRunRefreshes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	mustPut(t, a, fz("acme", tool))
-	eventually(t, "b sees the freeze", func() bool { return b.Frozen("acme", tool, idem) })
+	testkit.Eventually(t, "b sees the freeze", func() bool { return b.Frozen("acme", tool, idem) })
 	if err := a.Delete(t.Context(), "acme", tool); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	eventually(t, "b sees the unfreeze", func() bool { return !b.Frozen("acme", tool, idem) })
+	testkit.Eventually(t, "b sees the unfreeze", func() bool { return !b.Frozen("acme", tool, idem) })
 	cancel()
 	select {
 	case err := <-done:
@@ -306,17 +307,6 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if c.Frozen("acme", tool, idem) {
 		t.Fatal("frozen after an even number of changes ending in a delete")
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package freeze keeps the kill switch (ARCHITECTURE.md §4, issue 5) in
+// Package freeze keeps the kill switch (docs/architecture.md §4, issue 5) in
 // memory, so the claim API can ask "is this tool frozen for this tenant?"
 // on every claim without a store round trip.
 //

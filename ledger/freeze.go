@@ -11,7 +11,7 @@ import (
 // maxActorLen caps Freeze.Actor.
 const maxActorLen = 255
 
-// Freeze is one entry of the kill switch (ARCHITECTURE.md §4): while it
+// Freeze is one entry of the kill switch (docs/architecture.md §4): while it
 // exists, claims of the tenant whose tool or tool class is Target insert no
 // row (stop, tool_frozen), and open rows answer wait instead of
 // retry_same_key. Settled rows are unaffected: a succeeded row still

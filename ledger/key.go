@@ -41,7 +41,7 @@ const LocalIDPrefix = "rl_"
 
 // LocalID returns the metadata_local_id of a tenant's key. A key the ledger
 // minted already hashes its tenant in, so its local id is "rl_" and the
-// first 32 hex characters of the key (ARCHITECTURE.md §4). Any other key —
+// first 32 hex characters of the key (docs/architecture.md §4). Any other key —
 // a caller's business key, or a compensation key derived from one — is
 // hashed with its tenant first, whatever it looks like: two tenants may
 // hold the same such key (a business key of 64 hex characters, the

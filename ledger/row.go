@@ -137,7 +137,7 @@ const EventEscalated = "escalated"
 // MsgID is the JetStream Nats-Msg-Id of the event: <tenant>:<key>:<status>,
 // so a relay that publishes twice is stored once. The tenant is part of it
 // because a business key may exist in two tenants: with <key>:<status>
-// alone (ARCHITECTURE.md §6), the second tenant's resolution inside the
+// alone (docs/architecture.md §6), the second tenant's resolution inside the
 // duplicates window was dropped as a duplicate of the first's.
 func (e Event) MsgID() string { return e.Tenant + ":" + e.Key + ":" + e.Status }
 

@@ -89,7 +89,7 @@ type Outbox interface {
 	Notify() <-chan struct{}
 }
 
-// Counts is what the reconciler_rows{status} gauge reads (ARCHITECTURE.md §6a).
+// Counts is what the reconciler_rows{status} gauge reads (docs/architecture.md §6a).
 type Counts interface {
 	// CountRows returns how many rows hold each status, every one of
 	// Statuses() present (0 when no row holds it). It may scan the rows

@@ -8,7 +8,7 @@ import (
 // Action is what a vendor event type does to the row it joins.
 type Action string
 
-// The actions of ARCHITECTURE.md §7.
+// The actions of docs/architecture.md §7.
 const (
 	// Succeeded: the side effect happened.
 	Succeeded Action = "succeeded"

@@ -6,7 +6,7 @@ import (
 )
 
 // Log "pages" by writing to the log: the default of a node with no pager
-// configured (ARCHITECTURE.md §8). It never fails.
+// configured (docs/architecture.md §8). It never fails.
 type Log struct {
 	logger *slog.Logger
 }

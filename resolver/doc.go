@@ -1,5 +1,5 @@
 // Package resolver closes ledger rows that no webhook closed: the periodic
-// resolve job of ARCHITECTURE.md §7b, its vendor lookups (Stripe with
+// resolve job of docs/architecture.md §7b, its vendor lookups (Stripe with
 // stripe-go v79, PayPal with net/http) and the escalation to a human.
 //
 // # A pass

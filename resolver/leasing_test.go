@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/postgres"
-	"github.com/agentledger/reconciler/replicatest/pgtest"
 	"github.com/agentledger/reconciler/resolver"
 )
 

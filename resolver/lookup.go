@@ -10,7 +10,7 @@ import (
 )
 
 // Lookup is what the resolver needs of one vendor: the three moves of
-// ARCHITECTURE.md §7b. Implementations pace and time-box their own calls and
+// docs/architecture.md §7b. Implementations pace and time-box their own calls and
 // return *Error for vendor failures, so the resolver can back off.
 type Lookup interface {
 	// Retrieve reads the object named by row.UpstreamReceiptID.

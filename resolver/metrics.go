@@ -9,7 +9,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// metrics are the resolver's part of ARCHITECTURE.md §6a.
+// metrics are the resolver's part of docs/architecture.md §6a.
 type metrics struct {
 	cycle       prometheus.Histogram
 	actions     *prometheus.CounterVec

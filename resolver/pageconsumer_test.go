@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/resolver"
 )
@@ -67,12 +68,12 @@ func TestConsumeResolvesPagesFromTheStream(t *testing.T) {
 	publish("recon.acme.run1.escalated", ledger.Event{Key: "k-paged", Tenant: "acme", RunID: "run1", Status: "escalated", PagedAt: at, At: at})
 
 	// Two events match the filter; a third delivery is the failed one again.
-	waitFor(t, func() bool { return delivered(t, js) >= 3 })
+	testkit.Eventually(t, "three deliveries to the consumer", func() bool { return delivered(t, js) >= 3 })
 	e.pd.mu.Lock()
 	e.pd.fail = 0
 	failed := len(e.pd.events)
 	e.pd.mu.Unlock()
-	waitFor(t, func() bool { return len(e.pd.got("resolve")) > failed && consumerDrained(t, js) })
+	testkit.Eventually(t, "the resolve sent and the consumer drained", func() bool { return len(e.pd.got("resolve")) > failed && consumerDrained(t, js) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -320,7 +320,7 @@ func (o *outcome) failVendor(err error) outcome {
 	return o.fail(err)
 }
 
-// resolve follows ARCHITECTURE.md §7b for one due row:
+// resolve follows docs/architecture.md §7b for one due row:
 //  1. a receipt id is known: retrieve the object; its state decides;
 //  2. else look the row up by metadata_local_id; a miss counts as absence
 //     only SearchLag after the last attempt could have reached the vendor;

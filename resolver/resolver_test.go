@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentledger/reconciler/internal/fakestripe"
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/memstore"
@@ -31,9 +33,9 @@ var policy = ledger.Policy{PendingTTL: 15 * time.Minute, Grace: time.Minute}
 // env is one resolver wired to fakes and a real store, on an injected clock.
 type env struct {
 	t      *testing.T
-	clock  *clock
+	clock  *testkit.Clock // the resolver's, the ledger calls' and the fakes'
 	store  ledger.Store
-	stripe *fakeStripe
+	stripe *fakestripe.Stripe
 	paypal *fakePayPal
 	pd     *fakePD
 	reg    *prometheus.Registry
@@ -46,7 +48,7 @@ type envOpt func(*resolver.Options, *env)
 
 func newEnv(t *testing.T, useBolt bool, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clock: newClock(), reg: prometheus.NewRegistry()}
+	e := &env{t: t, clock: testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), reg: prometheus.NewRegistry()}
 	if useBolt {
 		st, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Policy: policy})
 		if err != nil {
@@ -57,11 +59,11 @@ func newEnv(t *testing.T, useBolt bool, opts ...envOpt) *env {
 	} else {
 		e.store = memstore.New(policy)
 	}
-	e.stripe = newFakeStripe(t, e.clock)
+	e.stripe = fakestripe.New(t, fakestripe.Options{APIKey: "sk_test_fake", Now: e.clock.Now, SearchLag: time.Minute})
 	e.paypal = newFakePayPal(t)
 	e.pd = newFakePD(t)
 	sl, err := resolver.NewStripe(resolver.StripeOptions{
-		APIBase: e.stripe.srv.URL, APIKey: "sk_test_fake", CallTimeout: 300 * time.Millisecond,
+		APIBase: e.stripe.URL(), APIKey: "sk_test_fake", CallTimeout: 300 * time.Millisecond,
 		SearchRate: 1000, APIRate: 1000, Now: e.clock.Now,
 	})
 	if err != nil {
@@ -158,7 +160,7 @@ func (e *env) pass() {
 // runtimeCall is the agent runtime's own vendor call, cut short by its
 // client timeout when the fake hangs.
 func (e *env) runtimeCall(row ledger.Row) error {
-	req, _ := http.NewRequest(row.Request.Method, e.stripe.srv.URL+row.Request.Path, strings.NewReader(row.Request.Body))
+	req, _ := http.NewRequest(row.Request.Method, e.stripe.URL()+row.Request.Path, strings.NewReader(row.Request.Body))
 	req.Header.Set("Authorization", "Bearer sk_test_fake")
 	req.Header.Set("Content-Type", row.Request.ContentType)
 	req.Header.Set("Idempotency-Key", row.Key)
@@ -171,13 +173,14 @@ func (e *env) runtimeCall(row ledger.Row) error {
 
 func TestCommittedThenTimeoutIsFoundNotCreatedTwice(t *testing.T) {
 	e := newEnv(t, false)
-	e.stripe.set(func(f *fakeStripe) { f.hangNextCreate = true; f.searchLag = 3 * time.Minute })
+	e.stripe.Inject(fakestripe.FaultHang)
+	e.stripe.SetSearchLag(3 * time.Minute)
 	row := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
 	if err := e.runtimeCall(row); err == nil {
 		t.Fatal("the runtime's call should have timed out")
 	}
 	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
-	if got := e.stripe.objectCount(); got != 1 {
+	if got := e.stripe.ObjectCount(); got != 1 {
 		t.Fatalf("vendor objects = %d, want 1 (committed)", got)
 	}
 
@@ -188,10 +191,10 @@ func TestCommittedThenTimeoutIsFoundNotCreatedTwice(t *testing.T) {
 	if got := e.get(row); got.Status != ledger.StatusUnknown {
 		t.Fatalf("status = %s, want unknown", got.Status)
 	}
-	if n := e.stripe.count("POST"); n != 1 {
+	if n := e.stripe.Count("POST"); n != 1 {
 		t.Fatalf("POSTs = %d, want 1 (the runtime's only)", n)
 	}
-	if n := e.stripe.count("GET /v1/payment_intents/search"); n != 1 {
+	if n := e.stripe.Count("GET /v1/payment_intents/search"); n != 1 {
 		t.Fatalf("searches = %d, want 1", n)
 	}
 
@@ -204,10 +207,10 @@ func TestCommittedThenTimeoutIsFoundNotCreatedTwice(t *testing.T) {
 	if got.Status != ledger.StatusSucceeded || got.UpstreamReceiptID == "" || got.Resolution.Source != ledger.SourceResolver {
 		t.Fatalf("row = %s receipt %q resolution %+v, want succeeded by the resolver", got.Status, got.UpstreamReceiptID, got.Resolution)
 	}
-	if n := e.stripe.objectCount(); n != 1 {
+	if n := e.stripe.ObjectCount(); n != 1 {
 		t.Errorf("vendor objects = %d, want 1", n)
 	}
-	if n := e.stripe.count("POST"); n != 1 {
+	if n := e.stripe.Count("POST"); n != 1 {
 		t.Errorf("POSTs = %d, want 1", n)
 	}
 	if v := counter(t, e.reg, "reconciler_resolver_actions_total", "stripe", "found"); v != 1 {
@@ -224,11 +227,11 @@ func TestAbsentInsideWindowReplaysOnceWithSameKey(t *testing.T) {
 		e.pass()
 		e.clock.Advance(10 * time.Minute)
 	}
-	keys := e.stripe.keys()
+	keys := e.stripe.Keys()
 	if len(keys) != 1 || keys[0] != row.Key {
 		t.Fatalf("POST idempotency keys = %q, want exactly [%s]", keys, row.Key)
 	}
-	if n := e.stripe.objectCount(); n != 1 {
+	if n := e.stripe.ObjectCount(); n != 1 {
 		t.Errorf("vendor objects = %d, want 1", n)
 	}
 	got := e.get(row)
@@ -244,7 +247,7 @@ func TestAbsentInsideWindowReplaysOnceWithSameKey(t *testing.T) {
 
 func TestNoReplayAfterStored5xx(t *testing.T) {
 	e := newEnv(t, false)
-	e.stripe.set(func(f *fakeStripe) { f.store500NextKey = true })
+	e.stripe.Inject(fakestripe.Fault500)
 	row := e.claim("stripe", "/v1/payment_intents", time.Hour, piBody)
 	if err := e.runtimeCall(row); err != nil {
 		t.Fatal(err)
@@ -252,7 +255,7 @@ func TestNoReplayAfterStored5xx(t *testing.T) {
 	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 500})
 	e.clock.Advance(searchLag + time.Minute)
 	e.pass()
-	if n := e.stripe.count("POST"); n != 1 {
+	if n := e.stripe.Count("POST"); n != 1 {
 		t.Fatalf("POSTs = %d, want 1: a stored 500 must not be replayed", n)
 	}
 	if got := e.get(row); got.Status != ledger.StatusUnknown || !got.PagedAt.IsZero() {
@@ -271,10 +274,10 @@ func TestResolverReplay5xxIsRecordedOnTheRow(t *testing.T) {
 	e := newEnv(t, false)
 	row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
 	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
-	e.stripe.set(func(f *fakeStripe) { f.store500NextKey = true })
+	e.stripe.Inject(fakestripe.Fault500)
 	e.clock.Advance(searchLag + time.Minute)
 	e.pass()
-	if n := e.stripe.count("POST"); n != 1 {
+	if n := e.stripe.Count("POST"); n != 1 {
 		t.Fatalf("POSTs = %d, want the one replay", n)
 	}
 	if got := e.get(row); got.LastHTTPStatus != 500 || got.Status != ledger.StatusUnknown {
@@ -284,7 +287,7 @@ func TestResolverReplay5xxIsRecordedOnTheRow(t *testing.T) {
 		e.clock.Advance(10 * time.Minute)
 		e.pass()
 	}
-	if n := e.stripe.count("POST"); n != 1 {
+	if n := e.stripe.Count("POST"); n != 1 {
 		t.Fatalf("POSTs = %d, want 1: a stored 500 must not be replayed again", n)
 	}
 }
@@ -309,7 +312,7 @@ func TestWindowClosedPagesOnceAndResolvesAfterLateSuccess(t *testing.T) {
 	if details["tenant"] != tenant || details["key"] != row.Key || details["run_id"] != "run1" {
 		t.Errorf("custom_details = %v", details)
 	}
-	if n := e.stripe.count("POST"); n != 0 {
+	if n := e.stripe.Count("POST"); n != 0 {
 		t.Errorf("POSTs = %d, want 0: the window closed, nothing is replayed", n)
 	}
 	paged := e.get(row)
@@ -389,7 +392,7 @@ func TestPageResolverIgnoresUnpagedAndReportsFailure(t *testing.T) {
 
 func Test429StormBacksOff(t *testing.T) {
 	e := newEnv(t, false)
-	e.stripe.set(func(f *fakeStripe) { f.failAll = 429 })
+	e.stripe.FailAll(429)
 	const rows, passes = 40, 10
 	for range rows {
 		r := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
@@ -400,7 +403,7 @@ func Test429StormBacksOff(t *testing.T) {
 		e.pass()
 		e.clock.Advance(interval)
 	}
-	got := len(e.stripe.requests)
+	got := len(e.stripe.Requests())
 	// Without backoff every pass would send one search per row: 400. The
 	// vendor pause stops a pass after the workers' first answers, and rows
 	// are pushed past the pause.
@@ -414,7 +417,7 @@ func Test429StormBacksOff(t *testing.T) {
 		t.Error("no error actions counted")
 	}
 	// The storm ends: every row resolves (replayed, nothing was there).
-	e.stripe.set(func(f *fakeStripe) { f.failAll = 0 })
+	e.stripe.FailAll(0)
 	for range 20 {
 		e.clock.Advance(10 * time.Minute)
 		e.pass()
@@ -423,7 +426,7 @@ func Test429StormBacksOff(t *testing.T) {
 	if err != nil || len(due) != 0 {
 		t.Fatalf("open rows after the storm = %d (%v), want 0", len(due), err)
 	}
-	if n := e.stripe.objectCount(); n != rows {
+	if n := e.stripe.ObjectCount(); n != rows {
 		t.Errorf("vendor objects = %d, want %d (one per row)", n, rows)
 	}
 }
@@ -505,7 +508,7 @@ func TestPayPalWindowClosedPages(t *testing.T) {
 
 func TestReceiptKnownRetrievesUntilSettled(t *testing.T) {
 	e := newEnv(t, false)
-	e.stripe.put(map[string]any{"id": "pi_known", "object": "payment_intent", "status": "processing", "amount": 1000, "currency": "usd"}, e.clock.Now())
+	e.stripe.Put(map[string]any{"id": "pi_known", "object": "payment_intent", "status": "processing", "amount": 1000, "currency": "usd"}, e.clock.Now())
 	row := e.claim("stripe", "/v1/payment_intents", 24*time.Hour, piBody)
 	row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout, ReceiptID: "pi_known"})
 	e.clock.Advance(2 * time.Minute)
@@ -513,7 +516,7 @@ func TestReceiptKnownRetrievesUntilSettled(t *testing.T) {
 	if got := e.get(row); got.Status != ledger.StatusUnknown {
 		t.Fatalf("status = %s, want unknown while processing", got.Status)
 	}
-	e.stripe.setStatus("pi_known", "succeeded")
+	e.stripe.SetStatus("pi_known", "succeeded")
 	for range 3 {
 		e.clock.Advance(time.Hour)
 		e.pass()
@@ -521,10 +524,10 @@ func TestReceiptKnownRetrievesUntilSettled(t *testing.T) {
 	if got := e.get(row); got.Status != ledger.StatusSucceeded {
 		t.Fatalf("status = %s, want succeeded", got.Status)
 	}
-	if n := e.stripe.count("GET /v1/payment_intents/search"); n != 0 {
+	if n := e.stripe.Count("GET /v1/payment_intents/search"); n != 0 {
 		t.Errorf("searches = %d, want 0 when the receipt is known", n)
 	}
-	if n := e.stripe.count("GET /v1/payment_intents/pi_known"); n < 2 {
+	if n := e.stripe.Count("GET /v1/payment_intents/pi_known"); n < 2 {
 		t.Errorf("retrieves = %d, want >= 2", n)
 	}
 }
@@ -543,8 +546,8 @@ func TestFindDecides(t *testing.T) {
 			path: "/v1/refunds",
 			body: func(id string) string { return "payment_intent=pi_parent&metadata[metadata_local_id]=" + id },
 			setup: func(e *env, id string) {
-				e.stripe.put(map[string]any{"id": "re_other", "object": "refund", "status": "succeeded", "payment_intent": "pi_parent", "metadata": map[string]any{}}, e.clock.Now())
-				e.stripe.put(map[string]any{"id": "re_1", "object": "refund", "status": "succeeded", "payment_intent": "pi_parent", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now())
+				e.stripe.Put(map[string]any{"id": "re_other", "object": "refund", "status": "succeeded", "payment_intent": "pi_parent", "metadata": map[string]any{}}, e.clock.Now())
+				e.stripe.Put(map[string]any{"id": "re_1", "object": "refund", "status": "succeeded", "payment_intent": "pi_parent", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now())
 			},
 			want: ledger.StatusSucceeded, gets: "GET /v1/refunds",
 		},
@@ -553,13 +556,11 @@ func TestFindDecides(t *testing.T) {
 			path: "/v1/payment_intents",
 			body: piBody,
 			setup: func(e *env, id string) {
-				e.stripe.set(func(f *fakeStripe) { f.searchUnavailable = true })
+				e.stripe.SetSearchUnavailable(true)
 				obj := map[string]any{"id": "pi_ev", "object": "payment_intent", "status": "requires_payment_method",
 					"last_payment_error": map[string]any{"code": "card_declined"}, "metadata": map[string]any{"metadata_local_id": id}}
-				e.stripe.put(obj, e.clock.Now())
-				e.stripe.set(func(f *fakeStripe) {
-					f.events = append(f.events, map[string]any{"id": "evt_1", "type": "payment_intent.payment_failed", "data": map[string]any{"object": obj}})
-				})
+				e.stripe.Put(obj, e.clock.Now())
+				e.stripe.AddEvent(map[string]any{"id": "evt_1", "type": "payment_intent.payment_failed", "data": map[string]any{"object": obj}})
 			},
 			want: ledger.StatusFailedPoison, gets: "GET /v1/events",
 		},
@@ -568,7 +569,7 @@ func TestFindDecides(t *testing.T) {
 			path: "/v1/customers",
 			body: func(id string) string { return "email=a@example.com&metadata[metadata_local_id]=" + id },
 			setup: func(e *env, id string) {
-				e.stripe.put(map[string]any{"id": "cus_1", "object": "customer", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now().Add(-time.Hour))
+				e.stripe.Put(map[string]any{"id": "cus_1", "object": "customer", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now().Add(-time.Hour))
 			},
 			want: ledger.StatusSucceeded, gets: "GET /v1/customers/search",
 		},
@@ -577,7 +578,7 @@ func TestFindDecides(t *testing.T) {
 			path: "/v1/payment_intents",
 			body: piBody,
 			setup: func(e *env, id string) {
-				e.stripe.put(map[string]any{"id": "pi_c", "object": "payment_intent", "status": "canceled", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now().Add(-time.Hour))
+				e.stripe.Put(map[string]any{"id": "pi_c", "object": "payment_intent", "status": "canceled", "metadata": map[string]any{"metadata_local_id": id}}, e.clock.Now().Add(-time.Hour))
 			},
 			want: ledger.StatusFailedPoison, gets: "GET /v1/payment_intents/search",
 		},
@@ -592,10 +593,10 @@ func TestFindDecides(t *testing.T) {
 			if got := e.get(row); got.Status != tc.want {
 				t.Fatalf("status = %s, want %s", got.Status, tc.want)
 			}
-			if n := e.stripe.count(tc.gets); n == 0 {
+			if n := e.stripe.Count(tc.gets); n == 0 {
 				t.Errorf("no %s request", tc.gets)
 			}
-			if n := e.stripe.count("POST"); n != 0 {
+			if n := e.stripe.Count("POST"); n != 0 {
 				t.Errorf("POSTs = %d, want 0", n)
 			}
 		})
@@ -619,7 +620,7 @@ func TestAmountMismatchPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := e.report(res.Row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
-	e.stripe.put(map[string]any{"id": "pi_m", "object": "payment_intent", "status": "succeeded", "amount": 9999, "currency": "usd",
+	e.stripe.Put(map[string]any{"id": "pi_m", "object": "payment_intent", "status": "succeeded", "amount": 9999, "currency": "usd",
 		"metadata": map[string]any{"metadata_local_id": row.MetadataLocalID}}, e.clock.Now().Add(-time.Hour))
 	e.clock.Advance(2 * time.Minute)
 	e.pass()
@@ -664,7 +665,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.res.Run(ctx) }()
-	waitFor(t, func() bool { return histCount(t, e.reg, "reconciler_resolver_cycle_seconds") >= 2 })
+	testkit.Eventually(t, "two resolver cycles", func() bool { return histCount(t, e.reg, "reconciler_resolver_cycle_seconds") >= 2 })
 	cancel()
 	select {
 	case err := <-done:
@@ -739,23 +740,11 @@ func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	return 0
 }
 
-// waitFor polls cond until it holds (a guard of 10 s, not a timing assertion).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // settlingStore settles the row by a webhook just before Escalate: the
 // race where a row settles between the due snapshot and the page.
 type settlingStore struct {
 	ledger.Store
-	clock *clock
+	clock *testkit.Clock
 }
 
 func (s settlingStore) Escalate(ctx context.Context, tenant, key string, at time.Time) (ledger.Row, bool, error) {
@@ -834,7 +823,7 @@ func TestFrozenRowIsNotReplayed(t *testing.T) {
 				e.pass()
 				e.clock.Advance(10 * time.Minute)
 			}
-			if n := len(e.stripe.keys()); n != 0 {
+			if n := len(e.stripe.Keys()); n != 0 {
 				t.Fatalf("%d replays while frozen", n)
 			}
 			if tc.thaw {
@@ -844,7 +833,7 @@ func TestFrozenRowIsNotReplayed(t *testing.T) {
 				e.pass()
 				e.clock.Advance(10 * time.Minute)
 			}
-			if n := len(e.stripe.keys()); n != tc.wantPOSTs {
+			if n := len(e.stripe.Keys()); n != tc.wantPOSTs {
 				t.Fatalf("replays: %d, want %d", n, tc.wantPOSTs)
 			}
 			if n := len(e.pd.got("trigger")); n != tc.wantPages {
@@ -866,11 +855,11 @@ func TestStuckRowIsPagedOnce(t *testing.T) {
 		{"every call refused", func(e *env) ledger.Row {
 			row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
 			row = e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
-			e.stripe.set(func(f *fakeStripe) { f.failAll = http.StatusForbidden })
+			e.stripe.FailAll(http.StatusForbidden)
 			return row
 		}},
 		{"object never settles", func(e *env) ledger.Row {
-			e.stripe.put(map[string]any{"id": "pi_stuck", "object": "payment_intent", "status": "requires_action", "amount": 1000, "currency": "usd"}, e.clock.Now())
+			e.stripe.Put(map[string]any{"id": "pi_stuck", "object": "payment_intent", "status": "requires_action", "amount": 1000, "currency": "usd"}, e.clock.Now())
 			row := e.claim("stripe", "/v1/payment_intents", 2*time.Hour, piBody)
 			return e.report(row, ledger.Outcome{Kind: ledger.OutcomeTimeout, ReceiptID: "pi_stuck"})
 		}},

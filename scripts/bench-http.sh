@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-http: the HTTP claim API against a bare echo server, in one process
-# on loopback (internal/httpload). Defaults: 64 connections, 2 s warm-up +
+# on loopback (cmd/httpload). Defaults: 64 connections, 2 s warm-up +
 # 10 s measured per target, then 5 s of claim + outcome pairs for the relay
 # lag; under a minute in all. Extra arguments go to the program, e.g.
 #   scripts/bench-http.sh -json

@@ -21,7 +21,7 @@ export RECONCILER_TEST_POSTGRES_URL
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test -run '^$' -bench 'Claims64|HTTPClaims' -benchtime "${n}x" -count "$rounds" -timeout 30m ./replicatest/ | tee "$out"
+go test -run '^$' -bench 'Claims64|HTTPClaims' -benchtime "${n}x" -count "$rounds" -timeout 30m ./e2e/replicas/ | tee "$out"
 
 # Median claims/s per benchmark, then the ratios.
 awk '

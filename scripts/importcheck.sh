@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the import graph of ARCHITECTURE.md §3: dependencies point inward.
+# Checks the import graph of docs/architecture.md §3: dependencies point inward.
 # ledger imports only the standard library; every other package may import
 # only the project packages listed for it (third-party modules are free,
 # except the service's own, which the client SDK must not drag into an
@@ -68,6 +68,7 @@ only ledger                       # the standard library only
 only paging                       # the standard library only
 only fixtures                     # the standard library only
 only apierror                     # the standard library only: the client imports it
+only scripts/vulncheck "gopkg.in/yaml.v3*"
 only internal/paypaloauth "golang.org/x/sync*"
 only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
 
@@ -87,10 +88,21 @@ internal policy ledger
 internal registry ledger policy
 internal client ledger events apierror
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
-internal internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
-# The load program, wherever its code lives: main.go over internal/httpload
-# or the load code itself under cmd/httpload.
-internal cmd/httpload internal/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+# The load program (cmd/httpload: flags and the load code).
+internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
 # serve's configuration: validators and types, never a store, api or webhooks.
 internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth
+
+# The test helpers serve _test.go files only: no package's build (go list
+# Deps leaves tests out) may pull one in, the helpers themselves aside.
+testonly="$mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest"
+while read -r pkg deps; do
+	[[ " $testonly " == *" $pkg "* ]] && continue
+	for d in $deps; do
+		if [[ " $testonly " == *" $d "* ]]; then
+			echo "importcheck: $pkg must not import $d (test-only)" >&2
+			fail=1
+		fi
+	done
+done < <(go list -f '{{.ImportPath}} {{join .Deps " "}}' ./...)
 exit $fail

@@ -82,7 +82,7 @@ func TestPayPalDelivery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := webhooks.SignPayPal(key, certURL, payPalHookID, tid, at, body)
+		h, err := fixtures.SignPayPal(key, certURL, payPalHookID, tid, at, body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ const (
 )
 
 // metrics are the webhook collectors; names and labels are the contract of
-// ARCHITECTURE.md §6a. alerts and transitions are shared with the API and
+// docs/architecture.md §6a. alerts and transitions are shared with the API and
 // the resolver: whoever registers first owns them.
 type metrics struct {
 	webhooks    *prometheus.CounterVec

@@ -19,7 +19,6 @@ package webhooks
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
@@ -100,7 +99,7 @@ const (
 	maxPayPalCertURLLen     = 1024
 )
 
-// PayPalEndpoint is one configured PayPal webhook endpoint (ARCHITECTURE.md §9).
+// PayPalEndpoint is one configured PayPal webhook endpoint (docs/architecture.md §9).
 type PayPalEndpoint struct {
 	Name, Tenant string
 	// WebhookID is our subscription's id in PayPal (WH-…): part of the signed
@@ -389,29 +388,6 @@ func paypalMessage(transmissionID, transmissionTime, webhookID string, body []by
 	msg = append(msg, '|')
 	msg = append(msg, crc...)
 	return msg
-}
-
-// SignPayPal signs body the way PayPal signs a delivery, for tests, drills
-// and `reconciler send-fixture`: key is the private key of the certificate
-// served at certURL. It returns the five PAYPAL-* headers, with the
-// transmission time formatted as RFC 3339 in UTC.
-func SignPayPal(key *rsa.PrivateKey, certURL, webhookID, transmissionID string, at time.Time, body []byte) (http.Header, error) {
-	if key == nil {
-		return nil, errors.New("sign paypal: no key")
-	}
-	ts := at.UTC().Format(time.RFC3339)
-	digest := sha256.Sum256(paypalMessage(transmissionID, ts, webhookID, body))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
-	if err != nil {
-		return nil, fmt.Errorf("sign paypal: %w", err)
-	}
-	h := make(http.Header)
-	h.Set(PayPalHeaderTransmissionID, transmissionID)
-	h.Set(PayPalHeaderTransmissionTime, ts)
-	h.Set(PayPalHeaderTransmissionSig, base64.StdEncoding.EncodeToString(sig))
-	h.Set(PayPalHeaderCertURL, certURL)
-	h.Set(PayPalHeaderAuthAlgo, paypalAuthAlgo)
-	return h, nil
 }
 
 // paypalNoRedirect stops the client at the first response: a redirect could

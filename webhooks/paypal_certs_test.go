@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/fixtures"
+	"github.com/agentledger/reconciler/internal/testkit"
 )
 
 func TestPayPalCertURLAllowList(t *testing.T) {
@@ -149,7 +152,7 @@ func TestPayPalCertCallerClientNeverRedirects(t *testing.T) {
 		o.HTTPClient = client
 	})
 	body := readPayPalFixture(t, "payment_capture_completed.json")
-	h, err := SignPayPal(pki.keys["leaf"], srv.URL+paypalCertPath+"redirect", paypalTestWebhook, "t-1", e.clock.Now(), body)
+	h, err := fixtures.SignPayPal(pki.keys["leaf"], srv.URL+paypalCertPath+"redirect", paypalTestWebhook, "t-1", e.clock.Now(), body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +244,7 @@ func TestPayPalCertCache(t *testing.T) {
 			}()
 		}
 		// Release the download only once every other caller has joined it.
-		paypalWaitFor(t, func() bool { return e.v.certs.flightWaiters(url) == n-1 }, "all callers to join the download")
+		testkit.Eventually(t, "all callers to join the download", func() bool { return e.v.certs.flightWaiters(url) == n-1 })
 		close(e.srv.gate)
 		wg.Wait()
 		close(errs)
@@ -262,14 +265,14 @@ func TestPayPalCertCache(t *testing.T) {
 			h := e.sign(t, "leaf", "gated-cancel", paypalTestWebhook, e.clock.Now(), body)
 			leader <- e.v.Verify(context.Background(), h, body)
 		}()
-		paypalWaitFor(t, func() bool { return e.v.certs.flightWaiters(url) == 0 }, "the leader to start the download")
+		testkit.Eventually(t, "the leader to start the download", func() bool { return e.v.certs.flightWaiters(url) == 0 })
 		ctx, cancel := context.WithCancel(context.Background())
 		follower := make(chan error, 1)
 		go func() {
 			h := e.sign(t, "leaf", "gated-cancel", paypalTestWebhook, e.clock.Now(), body)
 			follower <- e.v.Verify(ctx, h, body)
 		}()
-		paypalWaitFor(t, func() bool { return e.v.certs.flightWaiters(url) == 1 }, "the follower to join")
+		testkit.Eventually(t, "the follower to join", func() bool { return e.v.certs.flightWaiters(url) == 1 })
 		cancel()
 		paypalCheckErr(t, <-follower, ErrUpstream)
 		close(e.srv.gate)
@@ -295,17 +298,5 @@ func TestPayPalNameMatches(t *testing.T) {
 				t.Fatalf("paypalNameMatches(%q) = %v, want %v", tt.name, got, tt.want)
 			}
 		})
-	}
-}
-
-// paypalWaitFor polls cond until it holds or a generous deadline passes.
-func paypalWaitFor(t testing.TB, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -50,7 +50,7 @@ type paypalEventBody struct {
 //
 // LocalID is the first non-empty of resource.custom_id,
 // resource.purchase_units[].custom_id, resource.invoice_id and
-// resource.purchase_units[].invoice_id (ARCHITECTURE.md §7). The amount is
+// resource.purchase_units[].invoice_id (docs/architecture.md §7). The amount is
 // resource.amount, else the amount of the purchase unit the local id came
 // from, else the only purchase unit's; it is parsed as an exact decimal into
 // ISO 4217 minor units ("10.50" USD → 1050, "1000" JPY → 1000). Livemode is

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -57,7 +58,7 @@ func ExampleNewPayPalVerifier() {
 	defer v.Close()
 
 	body := read("payment_capture_completed.json")
-	h, err := webhooks.SignPayPal(k.(*rsa.PrivateKey), certs.URL+"/v1/notifications/certs/CERT-test",
+	h, err := fixtures.SignPayPal(k.(*rsa.PrivateKey), certs.URL+"/v1/notifications/certs/CERT-test",
 		"WH-TEST-0001", "8f3c8f10-d67a-11e5-baa3-778b53f4ae55", now, body)
 	if err != nil {
 		panic(err)

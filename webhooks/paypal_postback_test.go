@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/internal/paypaloauth"
+	"github.com/agentledger/reconciler/internal/testkit"
 )
 
 const (
@@ -130,7 +131,7 @@ func (f *fakePayPalAPI) counts() (tokens, verifies int) {
 var paypalPostbackBodyFixture = []byte("{\n  \"id\": \"WH-1\",\n  \"event_type\": \"PAYMENT.CAPTURE.COMPLETED\",\n" +
 	"  \"summary\": \"<b>paid</b> & done\",\n  \"resource\": {\"id\": \"2GG279541U471931P\", \"custom_id\": \"rl_x\"}\n}\n")
 
-func newPostbackVerifier(t *testing.T, api *fakePayPalAPI, clock *paypalTestClock, edit func(*PayPalEndpoint, *PayPalOptions)) *PayPalVerifier {
+func newPostbackVerifier(t *testing.T, api *fakePayPalAPI, clock *testkit.Clock, edit func(*PayPalEndpoint, *PayPalOptions)) *PayPalVerifier {
 	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AddCert(api.Certificate())
@@ -189,7 +190,7 @@ func TestPayPalPostback(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			api := newFakePayPalAPI(t, tt.mode)
-			clock := &paypalTestClock{t: t0}
+			clock := testkit.NewClock(t0)
 			v := newPostbackVerifier(t, api, clock, func(ep *PayPalEndpoint, o *PayPalOptions) {
 				if tt.secret != "" {
 					ep.ClientSecret = tt.secret
@@ -241,7 +242,7 @@ func TestPayPalPostbackTokenCache(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	api := newFakePayPalAPI(t, "SUCCESS")
 	api.expiresIn = 3600
-	clock := &paypalTestClock{t: t0}
+	clock := testkit.NewClock(t0)
 	v := newPostbackVerifier(t, api, clock, nil)
 	verify := func() {
 		t.Helper()

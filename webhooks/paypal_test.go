@@ -21,6 +21,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/fixtures"
+	"github.com/agentledger/reconciler/internal/testkit"
 )
 
 // Test PKI from scripts/gen-paypal-certs.sh, committed under fixtures/paypal/certs.
@@ -95,26 +98,6 @@ func readPayPalFixture(t testing.TB, name string) []byte {
 	}
 	return b
 }
-
-// paypalTestClock is an injected clock tests move by hand.
-type paypalTestClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *paypalTestClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *paypalTestClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func (c *paypalTestClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // paypalCertServer is a fake PayPal certificate host. The last path segment
 // picks the behaviour; every request is counted per path.
@@ -200,7 +183,7 @@ func (s *paypalCertServer) totalHits() int {
 type paypalEnv struct {
 	pki   *paypalPKI
 	srv   *paypalCertServer
-	clock *paypalTestClock
+	clock *testkit.Clock
 	ep    PayPalEndpoint
 	opts  PayPalOptions
 	v     *PayPalVerifier
@@ -217,7 +200,7 @@ func newPayPalEnv(t testing.TB, mutate func(*PayPalEndpoint, *PayPalOptions)) *p
 	roots := x509.NewCertPool()
 	roots.AddCert(pki.root)
 	roots.AddCert(srv.Certificate())
-	e := &paypalEnv{pki: pki, srv: srv, clock: &paypalTestClock{t: pki.leaf.NotBefore.Add(30 * 24 * time.Hour)}}
+	e := &paypalEnv{pki: pki, srv: srv, clock: testkit.NewClock(pki.leaf.NotBefore.Add(30 * 24 * time.Hour))}
 	e.ep = PayPalEndpoint{
 		Name:            "default",
 		Tenant:          "acme",
@@ -244,7 +227,7 @@ func (e *paypalEnv) certURL(name string) string { return e.srv.URL + paypalCertP
 // sign signs body with the named key, pointing at the named cert path.
 func (e *paypalEnv) sign(t testing.TB, key, cert, webhookID string, at time.Time, body []byte) http.Header {
 	t.Helper()
-	h, err := SignPayPal(e.pki.keys[key], e.certURL(cert), webhookID, "8f3c8f10-d67a-11e5-baa3-778b53f4ae55", at, body)
+	h, err := fixtures.SignPayPal(e.pki.keys[key], e.certURL(cert), webhookID, "8f3c8f10-d67a-11e5-baa3-778b53f4ae55", at, body)
 	if err != nil {
 		t.Fatalf("SignPayPal: %v", err)
 	}
@@ -518,7 +501,7 @@ func TestSignPayPalRoundTrip(t *testing.T) {
 	if err := e.v.Verify(context.Background(), h, body); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	if _, err := SignPayPal(nil, "", "", "", at, body); err == nil {
+	if _, err := fixtures.SignPayPal(nil, "", "", "", at, body); err == nil {
 		t.Error("SignPayPal(nil key) succeeded")
 	}
 }

@@ -83,7 +83,7 @@ func ParseStripeSignature(header string) (StripeSignature, error) {
 	return s, nil
 }
 
-// VerifyStripe checks a delivery the way ARCHITECTURE.md §7a asks, which is
+// VerifyStripe checks a delivery the way docs/architecture.md §7a asks, which is
 // not stripe-go's order: first the signature (HMAC-SHA256 over "t." + the
 // raw body, keyed by each secret string as-is, compared in constant time
 // with every v1), and only then the timestamp, which must be no older and

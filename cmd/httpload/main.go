@@ -1,12 +1,3 @@
-// Command httpload measures the claim API against a bare echo server in one
-// process, and the relay lag of outcome events; with -mode webhook, durable
-// Stripe webhook ingest against the same server's verify-only route; see
-// internal/httpload.
-//
-//	go run ./cmd/httpload [-mode claim|webhook] [-duration 10s] [-conns 64] [-rounds 1] [-json] [-cpuprofile cpu.out]
-//
-// It exits 1 when a target cannot start, any request failed, or an event is
-// missing after the drain; 2 on bad flags.
 package main
 
 import (
@@ -20,8 +11,6 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
-
-	"github.com/agentledger/reconciler/internal/httpload"
 )
 
 func main() {
@@ -32,7 +21,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg := httpload.DefaultConfig()
+	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("httpload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Mode, "mode", cfg.Mode, "claim: claim API vs bare echo, then relay lag; webhook: durable Stripe ingest vs the verify-only route")
@@ -91,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 
-	rep, err := httpload.Run(ctx, cfg)
+	rep, err := Run(ctx, cfg)
 	if rep != nil {
 		write := rep.WriteTable
 		if *asJSON {

@@ -7,9 +7,12 @@
 // tokens in ./data/token and ./data/admin_token (config.EnsureTokens).
 //
 // This package owns the program: Main (main_program.go), the wiring of the
-// other packages into `serve` (serve.go), and the subcommands drill,
-// send-fixture and ledger (an admin CLI on client.Client). Configuration —
-// every setting of ARCHITECTURE.md §9, precedence flag > RECONCILER_*
+// other packages into `serve` (serve.go; the event bus and its credentials
+// in nats.go), and the subcommands drill, send-fixture, ledger (an admin CLI
+// on client.Client) and nats-creds (a NATS key pair for a tenant's runtimes
+// or for the service on an external NATS, with the permission entry its
+// admin grants; events.TenantPermissions is the set). Configuration —
+// every setting of docs/architecture.md §9, precedence flag > RECONCILER_*
 // environment > YAML file > default, validation, tokens, redaction — is the
 // package internal/config. This is the only package that may import every
 // other one, and the only one that knows which Store and which pager are in

@@ -166,7 +166,7 @@ func TestE2EClaimTimeoutResolve(t *testing.T) {
 	})
 	checkMsgID(t, js, "recon.default.run_e2e.succeeded", "default:"+key+":succeeded")
 	checkMsgID(t, js, "recon.default.run_e2e.unknown", "default:"+key+":unknown")
-	// The relay counts into the series /metrics serves (ARCHITECTURE.md §6a).
+	// The relay counts into the series /metrics serves (docs/architecture.md §6a).
 	waitMetrics(t, addr,
 		"# TYPE reconciler_outbox_depth gauge", "reconciler_outbox_depth 0",
 		"# TYPE reconciler_relay_lag_seconds histogram", "reconciler_relay_lag_seconds_count 2",

@@ -134,8 +134,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second, // slow-loris guard; bodies are capped by BodyLimit
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
 	}
 	for _, fn := range m.onShutdownHTTP {
@@ -162,6 +163,21 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Logger.Info("listening", "http", ln.Addr().String())
 	return nil
 }
+
+// What one connection may hold of the HTTP server. The deadlines of a
+// request's body and of its answer are set per request by the API
+// (api/deadline.go), so that a long poll can move its own; the program
+// keeps the API's defaults (api.DefaultBodyTimeout, api.DefaultAnswerTimeout).
+const (
+	// httpReadHeaderTimeout is how long a client has to send its headers.
+	httpReadHeaderTimeout = 10 * time.Second
+	// httpIdleTimeout closes a keep-alive connection that sends nothing.
+	httpIdleTimeout = 2 * time.Minute
+	// httpMaxHeaderBytes caps a request line and its headers (net/http's
+	// default is 1 MiB): a bearer token and a vendor's signature headers
+	// take well under 1 KiB; the rest is room for proxies' headers.
+	httpMaxHeaderBytes = 64 << 10
+)
 
 // HTTPAddr is the address the HTTP server bound, "" before Run. With http
 // set to 127.0.0.1:0 it tells a test the port.
@@ -296,6 +312,8 @@ func (m *Main) usage(w io.Writer) {
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API
+  reconciler nats-creds --tenant T|--service
+                                           make a NATS credential for the event bus and print its permissions
 
 `)
 	_ = config.WriteHelp(w)

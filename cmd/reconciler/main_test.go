@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -16,30 +15,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/internal/testkit"
 )
-
-// syncBuffer is an io.Writer the program's goroutines and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // configTestdata holds the config package's test documents; the program's
 // tests start serve with some of them.
@@ -85,7 +66,7 @@ func writeFile(t *testing.T, name string, data []byte) string {
 
 type testMain struct {
 	*Main
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer // the program's goroutines and the test share them
 }
 
 // newTestMain returns the real program with its own environment and output;
@@ -93,7 +74,7 @@ type testMain struct {
 func newTestMain(t *testing.T, env map[string]string) *testMain {
 	t.Helper()
 	m := NewMain()
-	tm := &testMain{Main: m, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	tm := &testMain{Main: m, stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}}
 	// Never the machine's NATS port: an embedded server on a random one.
 	withNATS := map[string]string{"RECONCILER_NATS_LISTEN": "127.0.0.1:0"}
 	for k, v := range env {
@@ -572,6 +553,36 @@ func TestClose(t *testing.T) {
 			t.Errorf("closers saw done %v, want both run with the expired context", sawDone)
 		}
 	})
+}
+
+// TestHTTPHeaderLimit: headers past httpMaxHeaderBytes are refused with
+// 431 before any handler runs; headers within it are served.
+func TestHTTPHeaderLimit(t *testing.T) {
+	m := startMain(t, e2eEnv, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	for _, tc := range []struct {
+		name string
+		pad  int
+		want int
+	}{
+		{"within the limit", httpMaxHeaderBytes / 2, http.StatusOK},
+		{"past the limit", 2 * httpMaxHeaderBytes, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, "http://"+m.HTTPAddr()+"/healthz", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Pad", strings.Repeat("a", tc.pad))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET /healthz with %d bytes of headers = %d, want %d", tc.pad, resp.StatusCode, tc.want)
+			}
+		})
+	}
 }
 
 func TestRunPortTaken(t *testing.T) {

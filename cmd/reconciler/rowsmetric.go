@@ -11,7 +11,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// rowsCollector serves reconciler_rows{status} (ARCHITECTURE.md §6a) from
+// rowsCollector serves reconciler_rows{status} (docs/architecture.md §6a) from
 // the store's counts, read at most every maxAge and within timeout, so a
 // scrape never waits long on a slow database.
 type rowsCollector struct {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/fixtures"
-	"github.com/agentledger/reconciler/webhooks"
 )
 
 // sendFixtureUsage is the help of `reconciler send-fixture`.
@@ -159,7 +158,7 @@ func sendFixtureWith(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		tid := make([]byte, 16)
 		_, _ = rand.Read(tid)
-		if header, err = webhooks.SignPayPal(key, ppCertURL, ppWebhookID, hex.EncodeToString(tid), signedAt, body); err != nil {
+		if header, err = fixtures.SignPayPal(key, ppCertURL, ppWebhookID, hex.EncodeToString(tid), signedAt, body); err != nil {
 			fmt.Fprintf(stderr, "reconciler send-fixture: %v\n", err)
 			return 1
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/eventsprom"
-	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/freeze"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -171,34 +170,6 @@ func (m *Main) openStore(ctx context.Context) (ledger.Store, error) {
 	}
 	m.onClose(stageStore, "store", func(context.Context) error { return st.Close() })
 	return st, nil
-}
-
-// connectNATS starts the embedded server (no --nats-url) or dials the
-// external one, and returns a connection with JetStream.
-func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
-	cfg := m.Config
-	url := cfg.NATSURL
-	if cfg.EmbeddedNATS() {
-		opts := natsserver.DefaultOptions(cfg.NATSDir(), m.Logger.With("component", "nats"))
-		opts.Listen = cfg.NATSListen
-		ns, err := natsserver.Start(ctx, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		m.onClose(stageNATS, "nats-server", ns.Shutdown)
-		url = ns.ClientURL()
-	}
-	nc, js, err := events.Connect(url, m.Logger.With("component", "nats"))
-	if err != nil {
-		return nil, nil, err
-	}
-	m.mu.Lock()
-	m.natsURL = url
-	m.mu.Unlock()
-	// Registered after the server, so it closes first (closers in a stage run
-	// in reverse order).
-	m.onClose(stageNATS, "nats-conn", func(context.Context) error { nc.Close(); return nil })
-	return nc, js, nil
 }
 
 // goUntilClose runs fn in a goroutine owned by Main until Close reaches

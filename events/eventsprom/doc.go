@@ -1,6 +1,6 @@
 // Package eventsprom exports the outbox relay's observations to Prometheus:
 // NewRelayMetrics returns the events.RelayMetrics that cmd/reconciler gives
-// the relay, so /metrics carries (ARCHITECTURE.md §6a):
+// the relay, so /metrics carries (docs/architecture.md §6a):
 //
 //   - reconciler_outbox_depth, a gauge: the records the relay saw pending at
 //     its last read (capped at one batch);

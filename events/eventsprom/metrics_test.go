@@ -13,7 +13,7 @@ import (
 
 var _ events.RelayMetrics = (*eventsprom.RelayMetrics)(nil)
 
-// TestRelayMetrics checks the series of ARCHITECTURE.md §6a: names, types
+// TestRelayMetrics checks the series of docs/architecture.md §6a: names, types
 // and labels are the contract dashboards are written against.
 func TestRelayMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()

@@ -3,16 +3,29 @@
 // and the bus of the drills, the load program and the tests.
 //
 // Start listens on 127.0.0.1 unless Options.Listen (--nats-listen) names
-// another address (the server has no auth, so that exposes it: keep it on
-// loopback), opens no cluster, leaf, gateway or monitoring port, installs no
-// signal handlers, and reports a taken port as one clear line
+// another address, opens no cluster, leaf, gateway or monitoring port,
+// installs no signal handlers, and reports a taken port as one clear line
 // ("nats listen 127.0.0.1:4222: address already in use"). DefaultOptions
 // are the service's options.
+//
+// # Authentication
+//
+// With Options.Users the server admits only those nkey users, each bounded
+// by its Permissions (the service passes events.TenantPermissions: a
+// tenant's runtime reads its own events and publishes nothing), and the
+// service's own user, whose key pair Start makes and keeps in memory: the
+// service connects in-process (ServiceURL, ServiceOptions), so its
+// credential never leaves the process and needs no TLS. Without users the
+// server admits anyone, which Start allows on a loopback address only
+// (ErrOpenListener): that is the zero-config single node, where only local
+// processes can reach the bus. Options.CertFile and KeyFile make the
+// listener TLS only.
 //
 // It is its own package so that what links events without running a server
 // (the client SDK's Await) does not link nats-server.
 //
-// Imports: nats-server only; no project package (the stream and the relay
+// Imports: nats-server, nats.go (the service's in-process options) and
+// nkeys; no project package (the stream, the relay and the permission set
 // on top of the server are events').
 //
 // # Durability: why the embedded server runs with SyncAlways

@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // DefaultListen is where the embedded server listens when Options.Listen
@@ -42,7 +45,44 @@ type Options struct {
 	SyncInterval time.Duration
 	// ReadyTimeout bounds the wait for the listener and JetStream; 0 means 10 s.
 	ReadyTimeout time.Duration
+
+	// Users, when there are any, switch authentication on: only they and
+	// the service's own user, which Start creates (ServiceOptions), may
+	// connect. With none the server lets anyone in, which Start allows on
+	// a loopback address only (ErrOpenListener).
+	Users []User
+	// ServicePermissions bound the service's own user when Users switch
+	// authentication on; nil allows it everything.
+	ServicePermissions *Permissions
+	// CertFile and KeyFile (PEM), when set, make the listener TLS only.
+	// The service's own connection is in-process and needs neither.
+	CertFile, KeyFile string
 }
+
+// User is one NATS user of the embedded server, authenticated by the
+// signature of its nkey.
+type User struct {
+	// NKey is the user's public nkey (U…); its seed stays with the client.
+	NKey string
+	// Permissions bound what the user may publish and subscribe to.
+	// Required: a user with no bounds would be the service's equal.
+	Permissions *Permissions
+	// Name is for the log only (such as "tenant acme").
+	Name string
+}
+
+// Permissions are a user's subject permissions, as nats-server checks them:
+// a subject must match an Allow entry (when Allow is not empty) and no Deny
+// entry. events.Permissions has the same fields and converts to it.
+type Permissions struct {
+	PublishAllow, PublishDeny     []string
+	SubscribeAllow, SubscribeDeny []string
+}
+
+// ErrOpenListener means a listen address other hosts can reach on a
+// server without users: anyone who reached it could publish and read every
+// event.
+var ErrOpenListener = errors.New("not a loopback address, and the server has no users: anyone who reaches it could publish and read every event")
 
 // DefaultOptions are the options the service runs the embedded server
 // with: loopback on the default port, JetStream in storeDir, and SyncAlways,
@@ -56,6 +96,10 @@ func DefaultOptions(storeDir string, log *slog.Logger) Options {
 type Server struct {
 	ns  *server.Server
 	log *slog.Logger
+
+	// service signs the service's own connection when auth is on; nil
+	// when the server is open.
+	service nkeys.KeyPair
 
 	shutdownOnce sync.Once
 	done         chan struct{}
@@ -89,6 +133,22 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if len(opts.Users) == 0 && !IsLoopback(host) {
+		return nil, fmt.Errorf("nats listen %s: %w", net.JoinHostPort(host, portStr), ErrOpenListener)
+	}
+	nkeyUsers, service, err := authUsers(opts)
+	if err != nil {
+		return nil, err
+	}
+	var tlsConfig *tls.Config
+	if opts.CertFile != "" || opts.KeyFile != "" {
+		if opts.CertFile == "" || opts.KeyFile == "" {
+			return nil, errors.New("nats tls: the listener needs both a certificate and a key file")
+		}
+		if tlsConfig, err = server.GenTLSConfig(&server.TLSConfigOpts{CertFile: opts.CertFile, KeyFile: opts.KeyFile}); err != nil {
+			return nil, fmt.Errorf("nats tls: %w", err)
+		}
+	}
 	if port != server.RANDOM_PORT {
 		// nats-server reports a bind failure through Fatalf from its accept
 		// goroutine; probing first turns the common case into a plain error.
@@ -114,6 +174,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		NoSigs:       true,
 		SyncAlways:   opts.SyncAlways,
 		SyncInterval: opts.SyncInterval,
+		Nkeys:        nkeyUsers,
+		TLSConfig:    tlsConfig,
+		TLS:          tlsConfig != nil,
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
@@ -123,7 +186,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	ns.SetLoggerV2(adapter, false, false, false)
 	ns.Start()
 
-	s := &Server{ns: ns, log: logger, done: make(chan struct{})}
+	s := &Server{ns: ns, log: logger, service: service, done: make(chan struct{})}
 	if err := s.waitReady(ctx, adapter, readyTimeout); err != nil {
 		if strings.Contains(err.Error(), "address already in use") {
 			// Taken between the probe and the server's own bind.
@@ -134,8 +197,86 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		_ = s.Shutdown(shutCtx)
 		return nil, err
 	}
-	logger.Info("embedded nats started", "url", s.ClientURL(), "sync_always", opts.SyncAlways)
+	auth := "none"
+	if service != nil {
+		auth = "nkey"
+	}
+	logger.Info("embedded nats started", "url", s.ClientURL(), "sync_always", opts.SyncAlways,
+		"auth", auth, "users", len(opts.Users), "tls", tlsConfig != nil)
 	return s, nil
+}
+
+// authUsers turns opts.Users into nats-server's users plus the service's
+// own, whose key pair is made here and lives only in this process. No users
+// means no authentication.
+func authUsers(opts Options) ([]*server.NkeyUser, nkeys.KeyPair, error) {
+	if len(opts.Users) == 0 {
+		return nil, nil, nil
+	}
+	seen := map[string]bool{}
+	users := make([]*server.NkeyUser, 0, len(opts.Users)+1)
+	for _, u := range opts.Users {
+		switch {
+		case !nkeys.IsValidPublicUserKey(u.NKey):
+			return nil, nil, fmt.Errorf("nats user %s: not a public user nkey (U…)", u.Name)
+		case seen[u.NKey]:
+			return nil, nil, fmt.Errorf("nats user %s: nkey %s given twice", u.Name, u.NKey)
+		case u.Permissions == nil:
+			return nil, nil, fmt.Errorf("nats user %s: no permissions", u.Name)
+		}
+		seen[u.NKey] = true
+		users = append(users, &server.NkeyUser{Nkey: u.NKey, Permissions: u.Permissions.server()})
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats service key: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats service key: %w", err)
+	}
+	var perms *server.Permissions
+	if opts.ServicePermissions != nil {
+		perms = opts.ServicePermissions.server()
+	}
+	return append(users, &server.NkeyUser{Nkey: pub, Permissions: perms}), kp, nil
+}
+
+func (p *Permissions) server() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: p.PublishAllow, Deny: p.PublishDeny},
+		Subscribe: &server.SubjectPermission{Allow: p.SubscribeAllow, Deny: p.SubscribeDeny},
+	}
+}
+
+// IsLoopback reports whether host (a name or an IP literal) can only be
+// reached from this machine: localhost or a loopback IP. Any other name
+// counts as reachable, whatever it resolves to today.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// ServiceURL is the URL to dial with ServiceOptions. An in-process
+// connection dials nothing, but nats.go wants a server URL, and ClientURL's
+// tls:// (when the listener has a certificate) would make it insist on a TLS
+// handshake the in-process connection does not do.
+const ServiceURL = "nats://in-process"
+
+// ServiceOptions are the nats.go options of the service's own connection:
+// in-process (no TCP, no TLS, nothing another process could intercept) and,
+// when the server has users, signed by the service's key, which exists only
+// in this process. Pass them to events.Connect with ServiceURL.
+func (s *Server) ServiceOptions() []nats.Option {
+	opts := []nats.Option{nats.InProcessServer(s.ns)}
+	if s.service != nil {
+		pub, _ := s.service.PublicKey() // a pair made by CreateUser always has one
+		opts = append(opts, nats.Nkey(pub, s.service.Sign))
+	}
+	return opts
 }
 
 // waitReady polls the server until it listens and JetStream is enabled, a

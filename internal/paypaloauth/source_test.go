@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/testkit"
 )
 
 // fakeTokenAPI behaves like PayPal's /v1/oauth2/token: basic auth with the
@@ -58,19 +60,7 @@ func (f *fakeTokenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"scope":"https://uri.paypal.com/services/payments","access_token":"A21AA-%d","token_type":"Bearer","app_id":"APP-1","expires_in":%d,"nonce":"n"}`, n, f.life)
 }
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newSource(t *testing.T, api *fakeTokenAPI, secret string, clock *fakeClock) *Source {
+func newSource(t *testing.T, api *fakeTokenAPI, secret string, clock *testkit.Clock) *Source {
 	t.Helper()
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
@@ -98,7 +88,7 @@ func TestTokenCachedAndRenewed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			api := &fakeTokenAPI{life: tc.life}
-			clock := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+			clock := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 			s := newSource(t, api, "s3cret", clock)
 			first, err := s.Token(t.Context())
 			if err != nil || !strings.HasPrefix(first, "A21AA-") {
@@ -133,7 +123,7 @@ func TestTokenErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			api := &fakeTokenAPI{life: 3600, body: tc.body}
 			api.status.Store(tc.status)
-			s := newSource(t, api, tc.secret, &fakeClock{now: time.Now()})
+			s := newSource(t, api, tc.secret, testkit.NewClock(time.Now()))
 			tok, err := s.Token(t.Context())
 			if err == nil || tok != "" {
 				t.Fatalf("Token: %q %v, want an error", tok, err)
@@ -163,7 +153,7 @@ func TestTokenErrors(t *testing.T) {
 // fetch; a caller whose context ends while waiting leaves with its error.
 func TestTokenOneFetchForABurst(t *testing.T) {
 	api := &fakeTokenAPI{life: 3600, release: make(chan struct{})}
-	s := newSource(t, api, "s3cret", &fakeClock{now: time.Now()})
+	s := newSource(t, api, "s3cret", testkit.NewClock(time.Now()))
 	var wg sync.WaitGroup
 	toks := make([]string, 20)
 	errs := make([]error, 20)
@@ -193,7 +183,7 @@ func TestTokenOneFetchForABurst(t *testing.T) {
 
 func TestInvalidate(t *testing.T) {
 	api := &fakeTokenAPI{life: 3600}
-	s := newSource(t, api, "s3cret", &fakeClock{now: time.Now()})
+	s := newSource(t, api, "s3cret", testkit.NewClock(time.Now()))
 	first, _ := s.Token(t.Context())
 	s.Invalidate("some-older-token") // not the cached one: kept
 	if again, _ := s.Token(t.Context()); again != first {

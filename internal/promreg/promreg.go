@@ -31,7 +31,7 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 }
 
 // NewTransitions returns reconciler_transitions_total{from,to,source}
-// (ARCHITECTURE.md §6a). The API, the webhooks and the resolver all count
+// (docs/architecture.md §6a). The API, the webhooks and the resolver all count
 // into this one series; declaring it once keeps their Help and labels equal,
 // which Register's reuse depends on.
 func NewTransitions() *prometheus.CounterVec {
@@ -40,7 +40,7 @@ func NewTransitions() *prometheus.CounterVec {
 	}, []string{"from", "to", "source"})
 }
 
-// NewAlerts returns reconciler_alerts_total{kind} (ARCHITECTURE.md §6a),
+// NewAlerts returns reconciler_alerts_total{kind} (docs/architecture.md §6a),
 // shared like NewTransitions.
 func NewAlerts() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{

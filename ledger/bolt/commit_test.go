@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -108,7 +109,7 @@ func TestGroupCommitIsolatesFailingOp(t *testing.T) {
 					errs[i] = err
 				})
 			}
-			waitFor(t, "64 queued writers", func() bool { return s.queued() == writers })
+			testkit.Eventually(t, "64 queued writers", func() bool { return s.queued() == writers })
 			g.open(t)
 			wg.Wait()
 
@@ -153,7 +154,7 @@ func TestQueuedWriteHonoursContext(t *testing.T) {
 	go func() {
 		errc <- s.write(ctx, func(*boltTx) error { ran = true; return nil })
 	}()
-	waitFor(t, "queued write", func() bool { return s.queued() == 1 })
+	testkit.Eventually(t, "queued write", func() bool { return s.queued() == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -188,10 +189,10 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "queued claims", func() bool { return s.queued() == n })
+	testkit.Eventually(t, "queued claims", func() bool { return s.queued() == n })
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	waitFor(t, "close to start", s.isClosed)
+	testkit.Eventually(t, "close to start", s.isClosed)
 	g.open(t)
 	for range n {
 		if err := <-errs; err != nil {

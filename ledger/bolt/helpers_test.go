@@ -83,18 +83,6 @@ func rawGet(tb testing.TB, s *Store, bucket, key []byte) []byte {
 	return v
 }
 
-// waitFor polls cond until it holds or the test's patience runs out.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func mustConsistent(tb testing.TB, s *Store) {
 	tb.Helper()
 	if err := s.CheckConsistency(context.Background()); err != nil {

@@ -184,19 +184,6 @@ func itoa(n int64) string {
 	return string(b)
 }
 
-// eventually polls cond until it holds or the bound passes; the bound only
-// keeps a broken store from hanging the test.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // t0 is the tests' epoch: whole seconds, so timestamptz round-trips it.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 

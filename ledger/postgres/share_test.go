@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -259,7 +260,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	// Kill b's listener; it reconnects and LISTENs again.
 	admin := adminConn(t, u)
 	terminate(t, admin, appB)
-	eventually(t, "b's listener to LISTEN again", func() bool {
+	testkit.Eventually(t, "b's listener to LISTEN again", func() bool {
 		var n int
 		err := admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, appB).Scan(&n)
 		return err == nil && n == 1

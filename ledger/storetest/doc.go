@@ -10,7 +10,7 @@
 //
 // It drives a store only through the ledger.Store interface, plus
 // CheckConsistency(ctx) error when the store has it, and checks the contract
-// written in ARCHITECTURE.md §4 and §7 (/work/shared/design): the claim decision
+// written in docs/architecture.md §4 and §7: the claim decision
 // table, compensation, the transition table and outcome classification,
 // ingest (dedupe, orphans, joins), escalation, scheduling, listing, the
 // outbox, single-winner claims under contention, index consistency after

@@ -8,12 +8,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 	"github.com/agentledger/reconciler/resolver"
 )
 
-// Config is every setting of ARCHITECTURE.md §9: the top-level settings that
+// Config is every setting of docs/architecture.md §9: the top-level settings that
 // also have a flag and an environment variable, and the config file's tenants,
 // tokens, webhook endpoints, paging and event-type tables.
 //
@@ -36,6 +37,17 @@ type Config struct {
 	NATSURL string `yaml:"nats_url" secret:"url"`
 	// NATSListen is where the embedded NATS server listens.
 	NATSListen string `yaml:"nats_listen"`
+	// NATSListenCert and NATSListenKey (PEM files) make the embedded
+	// server's listener TLS only.
+	NATSListenCert string `yaml:"nats_listen_cert"`
+	NATSListenKey  string `yaml:"nats_listen_key"`
+	// The service's credentials on an external NATS (NATSURL), files named
+	// after the nats CLI's flags: --creds, --nkey, --tlsca, --tlscert, --tlskey.
+	NATSCreds string `yaml:"nats_creds"`
+	NATSNKey  string `yaml:"nats_nkey"`
+	NATSCA    string `yaml:"nats_ca"`
+	NATSCert  string `yaml:"nats_cert"`
+	NATSKey   string `yaml:"nats_key"`
 	// BodyLimit caps every request body, read before any JSON decoding.
 	BodyLimit ByteSize `yaml:"body_limit"`
 	// LogLevel is the minimum level logged.
@@ -69,6 +81,11 @@ type Config struct {
 type Tenant struct {
 	ID     string   `yaml:"id"`
 	Tokens []string `yaml:"tokens" secret:"true"`
+	// NATSNKeys are the public nkeys (U…) of the tenant's runtimes on the
+	// embedded NATS server, several while one is rotated; the seeds stay
+	// with the runtimes (`reconciler nats-creds`). Any tenant having one
+	// switches the embedded server's authentication on.
+	NATSNKeys []string `yaml:"nats_nkeys"`
 }
 
 // StripeConfig holds the Stripe API (for the resolver) and its webhook endpoints.
@@ -279,6 +296,23 @@ func (c Config) UsesBolt() bool { return c.Store == "bolt" }
 // EmbeddedNATS reports whether serve starts its own NATS server.
 func (c Config) EmbeddedNATS() bool { return c.NATSURL == "" }
 
+// NATSAuth reports whether the embedded NATS server requires credentials:
+// when some tenant has a NATS key. Without, it is open to whoever reaches
+// it, which Validate allows on loopback only.
+func (c Config) NATSAuth() bool {
+	for _, t := range c.Tenants {
+		if len(t.NATSNKeys) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// NATSCredentials are the service's credentials on an external NATS.
+func (c Config) NATSCredentials() events.Credentials {
+	return events.Credentials{CredsFile: c.NATSCreds, NKeyFile: c.NATSNKey, CAFile: c.NATSCA, CertFile: c.NATSCert, KeyFile: c.NATSKey}
+}
+
 // LogValue logs the effective configuration with every secret redacted, so
 // slog.Any("config", c) can never leak one.
 func (c Config) LogValue() slog.Value {
@@ -297,6 +331,7 @@ func (c Config) clone() Config {
 	out.Tenants = slices.Clone(c.Tenants)
 	for i := range out.Tenants {
 		out.Tenants[i].Tokens = slices.Clone(out.Tenants[i].Tokens)
+		out.Tenants[i].NATSNKeys = slices.Clone(out.Tenants[i].NATSNKeys)
 	}
 	out.AdminTokens = slices.Clone(c.AdminTokens)
 	out.Stripe.Endpoints = slices.Clone(c.Stripe.Endpoints)

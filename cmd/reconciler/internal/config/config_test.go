@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
+	"github.com/nats-io/nkeys"
 	"gopkg.in/yaml.v3"
 )
 
@@ -64,6 +66,13 @@ var precedenceSamples = map[string][3]string{
 	"store":                        {"postgres://f@db/x", "postgres://e@db/x", "postgresql://g@db/x"},
 	"nats_url":                     {"nats://file:4222", "nats://env:4222", "tls://flag:4222"},
 	"nats_listen":                  {"127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"},
+	"nats_listen_cert":             {pemFile, pemEnv, pemFlag},
+	"nats_listen_key":              {pemFile, pemEnv, pemFlag},
+	"nats_creds":                   {pemFile, pemEnv, pemFlag},
+	"nats_nkey":                    {"testdata/nats/file.nk", "testdata/nats/env.nk", "testdata/nats/flag.nk"},
+	"nats_ca":                      {pemFile, pemEnv, pemFlag},
+	"nats_cert":                    {pemFile, pemEnv, pemFlag},
+	"nats_key":                     {pemFile, pemEnv, pemFlag},
 	"body_limit":                   {"2MiB", "3MiB", "4MiB"},
 	"log_level":                    {"debug", "warn", "error"},
 	"inbox_retention":              {"100h", "200h", "300h"},
@@ -85,6 +94,27 @@ var precedenceSamples = map[string][3]string{
 	"paging.pagerduty.url":         {"https://pd.file.example/v2", "https://pd.env.example/v2", "https://pd.flag.example/v2"},
 	"paging.pagerduty.routing_key": {"rk-file", "rk-env", ""},
 	"paging.webhook.url":           {"https://hook.file.example/a", "https://hook.env.example/b", ""},
+}
+
+// Files the NATS samples name: validation checks that they exist (and that
+// an nkey seed file holds a seed), not what a certificate says.
+const (
+	pemFile = "testdata/nats/file.pem"
+	pemEnv  = "testdata/nats/env.pem"
+	pemFlag = "testdata/nats/flag.pem"
+)
+
+// precedenceContext holds, per setting, the environment its non-default
+// samples need to be valid: the setting it pairs with, or the mode it
+// belongs to.
+var precedenceContext = map[string]map[string]string{
+	"nats_listen_cert": {"RECONCILER_NATS_LISTEN_KEY": pemFile},
+	"nats_listen_key":  {"RECONCILER_NATS_LISTEN_CERT": pemFile},
+	"nats_creds":       {"RECONCILER_NATS_URL": "nats://x:4222"},
+	"nats_nkey":        {"RECONCILER_NATS_URL": "nats://x:4222"},
+	"nats_ca":          {"RECONCILER_NATS_URL": "nats://x:4222"},
+	"nats_cert":        {"RECONCILER_NATS_URL": "nats://x:4222", "RECONCILER_NATS_KEY": pemFile},
+	"nats_key":         {"RECONCILER_NATS_URL": "nats://x:4222", "RECONCILER_NATS_CERT": pemFile},
 }
 
 func TestPrecedence(t *testing.T) {
@@ -120,7 +150,12 @@ func TestPrecedence(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(s.Key+"/"+tc.name, func(t *testing.T) {
-				c, err := Load(tc.file, mapEnv(tc.env), tc.flags)
+				env := map[string]string{}
+				if tc.name != "default" {
+					maps.Copy(env, precedenceContext[s.Key])
+				}
+				maps.Copy(env, tc.env)
+				c, err := Load(tc.file, mapEnv(env), tc.flags)
 				if err != nil {
 					t.Fatalf("Load: %v", err)
 				}
@@ -150,6 +185,10 @@ func TestSettingNames(t *testing.T) {
 		{"http", "http", "RECONCILER_HTTP"},
 		{"nats_url", "nats-url", "RECONCILER_NATS_URL"},
 		{"nats_listen", "nats-listen", "RECONCILER_NATS_LISTEN"},
+		{"nats_listen_cert", "nats-listen-cert", "RECONCILER_NATS_LISTEN_CERT"},
+		{"nats_creds", "nats-creds", "RECONCILER_NATS_CREDS"},
+		{"nats_nkey", "nats-nkey", "RECONCILER_NATS_NKEY"},
+		{"nats_ca", "nats-ca", "RECONCILER_NATS_CA"},
 		{"body_limit", "body-limit", "RECONCILER_BODY_LIMIT"},
 		{"log_level", "log-level", "RECONCILER_LOG_LEVEL"},
 		{"resolver.pending_ttl", "resolver-pending-ttl", "RECONCILER_RESOLVER_PENDING_TTL"},
@@ -270,8 +309,20 @@ func TestParseConfigSettings(t *testing.T) {
 // okTenant is a valid tenants block the error cases build on.
 const okTenant = "tenants:\n  - id: acme\n    tokens: [acme-SeKrEt-token-0001]\n"
 
+// testNKey and testSeed are a user nkey pair for the NATS cases.
+var testNKey, testSeed = func() (string, string) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		panic(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	return pub, string(seed)
+}()
+
 func TestConfigErrors(t *testing.T) {
 	caFile := writeFile(t, "ca.pem", []byte("x"))
+	seedFile := writeFile(t, "svc.nk", []byte(testSeed+"\n"))
 	cases := []struct {
 		name string
 		yaml string
@@ -404,6 +455,34 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:2: paging.webhook.url: want an http(s) URL`}},
 		{"bad api base", "stripe:\n  api_base: api.stripe.com\n",
 			nil, []string{`cfg.yaml:2: stripe.api_base: want an http(s) URL, got "api.stripe.com"`}},
+		{"nats listen on all interfaces without users", "nats_listen: 0.0.0.0:4222\n",
+			nil, []string{`cfg.yaml:1: nats_listen: 0.0.0.0:4222 can be reached from other hosts and the embedded NATS server has no users, so anyone could publish and read every tenant's events: give the tenants nats_nkeys (reconciler nats-creds --tenant T makes one) or listen on 127.0.0.1`}},
+		{"nats listen on a LAN address without users", "nats_listen: 192.168.1.20:4222\n",
+			nil, []string{`cfg.yaml:1: nats_listen: 192.168.1.20:4222 can be reached from other hosts`}},
+		{"nats listen on all IPv6 interfaces without users", "nats_listen: \"[::]:4222\"\n",
+			nil, []string{`cfg.yaml:1: nats_listen: [::]:4222 can be reached from other hosts`}},
+		{"nats listen on a host name without users", "nats_listen: nats.internal:4222\n",
+			nil, []string{`cfg.yaml:1: nats_listen: nats.internal:4222 can be reached from other hosts`}},
+		{"nats nkey that is a seed", okTenant + "    nats_nkeys: [SEED]\n",
+			nil, []string{`cfg.yaml:4: tenants[0].nats_nkeys[0]: this is an nkey seed, the runtime's secret: put its public key (U…) here`}},
+		{"nats nkey that is not one", okTenant + "    nats_nkeys: [UNOTAKEY]\n",
+			nil, []string{`cfg.yaml:4: tenants[0].nats_nkeys[0]: not a public user nkey`}},
+		{"nats nkey used by two tenants", okTenant + "    nats_nkeys: [NKEY]\n  - id: globex\n    tokens: [globex-SeKrEt-token-02]\n    nats_nkeys: [NKEY]\n",
+			nil, []string{`cfg.yaml:7: tenants[1].nats_nkeys[0]: nkey used twice (also at line 4)`}},
+		{"nats listen cert without key", "nats_listen_cert: CAFILE\n",
+			nil, []string{`cfg.yaml:1: nats_listen_cert: needs its key file too (nats_listen_key)`}},
+		{"nats listen cert missing", "nats_listen_cert: /nonexistent/cert.pem\nnats_listen_key: CAFILE\n",
+			nil, []string{`cfg.yaml:1: nats_listen_cert: stat /nonexistent/cert.pem`}},
+		{"nats listen cert with an external nats", "nats_url: nats://x:4222\nnats_listen_cert: CAFILE\nnats_listen_key: CAFILE\n",
+			nil, []string{`cfg.yaml:2: nats_listen_cert: is for the embedded NATS server`, `cfg.yaml:3: nats_listen_key: is for the embedded NATS server`}},
+		{"nats credentials for the embedded server", "nats_creds: CAFILE\nnats_ca: CAFILE\n",
+			nil, []string{`cfg.yaml:1: nats_creds: is for an external NATS (nats_url)`, `cfg.yaml:2: nats_ca: is for an external NATS (nats_url)`}},
+		{"nats creds and nkey", "nats_url: nats://x:4222\nnats_creds: CAFILE\nnats_nkey: SEEDFILE\n",
+			nil, []string{`cfg.yaml:3: nats_nkey: nats_creds and nats_nkey are exclusive`}},
+		{"nats nkey file without a seed", "nats_url: nats://x:4222\nnats_nkey: CAFILE\n",
+			nil, []string{`cfg.yaml:2: nats_nkey: ` + "CAFILE" + ` holds no user nkey seed`}},
+		{"nats client key without cert", "nats_url: nats://x:4222\nnats_key: CAFILE\n",
+			nil, []string{`cfg.yaml:2: nats_key: needs its certificate file too (nats_cert)`}},
 		{"every error is reported", "" +
 			"tenants:\n" + //                                    1
 			"  - id: acme\n" + //                                2
@@ -436,12 +515,17 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("cfg.yaml", []byte(strings.ReplaceAll(tc.yaml, "CAFILE", caFile)), mapEnv(tc.env))
+			subst := strings.NewReplacer("CAFILE", caFile, "SEEDFILE", seedFile, "SEED", testSeed, "NKEY", testNKey)
+			_, err := Parse("cfg.yaml", []byte(subst.Replace(tc.yaml)), mapEnv(tc.env))
 			if err == nil {
 				t.Fatal("Parse succeeded, want an error")
 			}
 			msg := err.Error()
+			if strings.Contains(msg, testSeed) {
+				t.Errorf("error quotes an nkey seed:\n%s", msg)
+			}
 			for _, w := range tc.want {
+				w = strings.ReplaceAll(w, "CAFILE", caFile)
 				if !strings.Contains(msg, w) {
 					t.Errorf("error lacks %q:\n%s", w, msg)
 				}
@@ -465,6 +549,11 @@ func TestConfigValid(t *testing.T) {
 		{"only a comment", "# nothing\n"},
 		{"null document", "~\n"},
 		{"minimal", "tenants:\n  - id: acme\n    tokens: [acme-token-0123456789]\n"},
+		{"nats on loopback without users", "nats_listen: 127.0.0.1:4222\n"},
+		{"nats on localhost without users", "nats_listen: localhost:4222\n"},
+		{"nats on IPv6 loopback without users", "nats_listen: \"[::1]:4222\"\n"},
+		{"nats on all interfaces with users", okTenant + "    nats_nkeys: [" + testNKey + "]\nnats_listen: 0.0.0.0:4222\n"},
+		{"an external nats on all interfaces", "nats_url: nats://0.0.0.0:4222\nnats_listen: 0.0.0.0:4222\n"},
 		{"same endpoint name across vendors", okTenant + "stripe:\n  endpoints: [{name: x, secrets: [whsec_a]}]\npaypal:\n  endpoints: [{name: x, webhook_id: WH-1}]\n"},
 		{"endpoint of the default tenant", "stripe:\n  endpoints: [{secrets: [whsec_a], tenant: default}]\n"},
 		{"aliases", "tenants:\n  - id: acme\n    tokens: &t [acme-token-0123456789]\nstripe:\n  endpoints: [{secrets: *t}]\n"},
@@ -641,7 +730,9 @@ func TestRedactString(t *testing.T) {
 // TestRedactedCoversEverySecretField fails when a field whose name says
 // "secret" is added without a `secret` tag, so Redacted cannot miss it.
 func TestRedactedCoversEverySecretField(t *testing.T) {
-	notSecret := map[string]bool{"metadata_key": true}
+	// Public keys and the paths of files (the seed in an nkey file is a
+	// secret; its path is not, and the nats CLI takes it as a flag).
+	notSecret := map[string]bool{"metadata_key": true, "nats_nkeys": true, "nats_nkey": true, "nats_key": true, "nats_listen_key": true}
 	var walk func(reflect.Type, string)
 	walk = func(rt reflect.Type, path string) {
 		for i := range rt.NumField() {
@@ -779,4 +870,25 @@ func ExampleParse() {
 	// Output:
 	// reconciler.yaml:3: tenants[0].tokens[0]: ${ACME_TOKEN} is not set in the environment
 	// reconciler.yaml:5: resolver.interval: invalid duration "soon": want a Go duration such as 90s or 15m
+}
+
+// TestArchitectureExampleParses keeps the configuration example of
+// docs/architecture.md §9 valid: every key it shows must exist, and every
+// value must pass validation.
+func TestArchitectureExampleParses(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "<!-- config-example:begin -->\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/architecture.md has no config example block")
+	}
+	block, _, ok = strings.Cut(block, "```\n<!-- config-example:end -->")
+	if !ok {
+		t.Fatal("the config example block of docs/architecture.md is not closed")
+	}
+	if _, err := Parse("docs/architecture.md", []byte(block), mapEnv(fullEnv)); err != nil {
+		t.Fatalf("the example of docs/architecture.md §9 does not parse: %v", err)
+	}
 }

@@ -1,5 +1,5 @@
 // Package config is the configuration of `reconciler serve`: every setting
-// of ARCHITECTURE.md §9, where it comes from, and whether it is any good.
+// of docs/architecture.md §9, where it comes from, and whether it is any good.
 //
 //   - Config holds the settings and the config file's tenants, tokens,
 //     webhook endpoints, paging and event-type tables; Default is the

@@ -91,6 +91,8 @@ func metavar(key string) string {
 		return "ADDR"
 	case key == "data":
 		return "DIR"
+	case strings.HasPrefix(key, "nats_"): // the NATS certificates, keys and credentials
+		return "FILE"
 	default:
 		return "NAME"
 	}

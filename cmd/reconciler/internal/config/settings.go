@@ -12,7 +12,7 @@ import (
 )
 
 // Setting is one value that has all three forms: a flag, an environment
-// variable and a config-file key (ARCHITECTURE §9). The names derive from the
+// variable and a config-file key (docs/architecture.md §9). The names derive from the
 // key: resolver.pending_ttl → --resolver-pending-ttl / RECONCILER_RESOLVER_PENDING_TTL.
 type Setting struct {
 	// Key is the config-file key, dotted for nested ones (resolver.grace).
@@ -44,15 +44,23 @@ const (
 	EnvAdminToken = "RECONCILER_ADMIN_TOKEN" // the admin token, of serve and of `reconciler ledger`
 )
 
-// settings lists the settings in the order --help shows them. The first
-// seven are §9's table plus --body-limit and --log-level; the rest are the
-// config file's single values, so a container can set them without a file.
+// settings lists the settings in the order --help shows them: §9's table
+// with the NATS listener's TLS and the external NATS's credentials after
+// --nats-listen, then --body-limit and --log-level; the rest are the config
+// file's single values, so a container can set them without a file.
 var settings = []Setting{
 	{Key: "data", Usage: "directory of the bbolt file and the embedded NATS store"},
 	{Key: "http", Usage: "listen address of the API, webhooks and /metrics"},
 	{Key: "store", Usage: "bolt, or a postgres:// URL (many replicas, one database)"},
 	{Key: "nats_url", Usage: "external NATS server with JetStream (comma-separated URLs); empty starts an embedded one"},
-	{Key: "nats_listen", Usage: "listen address of the embedded NATS server"},
+	{Key: "nats_listen", Usage: "listen address of the embedded NATS server; one other hosts can reach needs tenants' nats_nkeys"},
+	{Key: "nats_listen_cert", Usage: "TLS certificate file (PEM) of the embedded NATS listener; with nats_listen_key, clients must use TLS"},
+	{Key: "nats_listen_key", Usage: "private key file (PEM) of nats_listen_cert"},
+	{Key: "nats_creds", Usage: "credentials file (JWT and seed) of the service on an external NATS, as the nats CLI's --creds"},
+	{Key: "nats_nkey", Usage: "nkey seed file of the service on an external NATS, as --nkey (reconciler nats-creds --service writes one)"},
+	{Key: "nats_ca", Usage: "CA file that verifies an external NATS server's certificate, as --tlsca"},
+	{Key: "nats_cert", Usage: "TLS client certificate file for an external NATS, as --tlscert"},
+	{Key: "nats_key", Usage: "TLS client key file for an external NATS, as --tlskey"},
 	{Key: "body_limit", Usage: "largest request body: bytes, or with KiB/MiB/KB/MB"},
 	{Key: "log_level", Usage: "debug, info, warn or error"},
 	{Key: "inbox_retention", Usage: "how long vendor event ids are remembered (at least 72h)"},

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -81,6 +83,7 @@ func (c Config) Validate() error {
 		v.add("store", "want bolt or a postgres:// URL")
 	}
 	v.natsURL("nats_url", c.NATSURL)
+	v.nats(c)
 	if c.BodyLimit <= 0 || c.BodyLimit > maxBodyLimit {
 		v.add("body_limit", "must be between 1B and %s, got %s", ByteSize(maxBodyLimit), c.BodyLimit)
 	}
@@ -93,7 +96,8 @@ func (c Config) Validate() error {
 	v.events(c.Events)
 	v.paging(c.Paging)
 
-	tokens := map[string]string{} // token → path of its first use
+	tokens := map[string]string{}   // token → path of its first use
+	natsKeys := map[string]string{} // nkey → path of its first use
 	known := map[string]bool{}
 	firstID := map[string]string{} // tenant id → path of its first use
 	for i, t := range c.Tenants {
@@ -111,6 +115,9 @@ func (c Config) Validate() error {
 		}
 		for j, tok := range t.Tokens {
 			v.token(fmt.Sprintf("%s.tokens[%d]", p, j), tok, tokens)
+		}
+		for j, k := range t.NATSNKeys {
+			v.natsKey(fmt.Sprintf("%s.nats_nkeys[%d]", p, j), k, natsKeys)
 		}
 	}
 	if len(c.Tenants) == 0 {
@@ -220,6 +227,119 @@ func (v *validator) listenAddr(path, addr string) {
 	if strings.ContainsAny(host, " /") {
 		v.add(path, "bad listen address %q: bad host", truncate(addr, 80))
 	}
+}
+
+// nats checks the NATS settings that belong to one mode: the embedded
+// server's listener, or the credentials of an external one; and refuses an
+// embedded server other hosts could reach while it has no users.
+func (v *validator) nats(c Config) {
+	external := []struct{ key, value string }{
+		{"nats_creds", c.NATSCreds}, {"nats_nkey", c.NATSNKey}, {"nats_ca", c.NATSCA}, {"nats_cert", c.NATSCert}, {"nats_key", c.NATSKey},
+	}
+	if !c.EmbeddedNATS() {
+		for _, k := range []struct{ key, value string }{{"nats_listen_cert", c.NATSListenCert}, {"nats_listen_key", c.NATSListenKey}} {
+			if k.value != "" {
+				v.add(k.key, "is for the embedded NATS server; an external one (nats_url) has TLS of its own (nats_ca verifies it)")
+			}
+		}
+		if c.NATSCreds != "" && c.NATSNKey != "" {
+			v.add("nats_nkey", "nats_creds and nats_nkey are exclusive: give one")
+		}
+		v.file("nats_creds", c.NATSCreds)
+		v.seedFile("nats_nkey", c.NATSNKey)
+		v.file("nats_ca", c.NATSCA)
+		v.filePair("nats_cert", c.NATSCert, "nats_key", c.NATSKey)
+		return
+	}
+	for _, k := range external {
+		if k.value != "" {
+			v.add(k.key, "is for an external NATS (nats_url); the service reaches its embedded server in-process")
+		}
+	}
+	v.filePair("nats_listen_cert", c.NATSListenCert, "nats_listen_key", c.NATSListenKey)
+	host, _, err := net.SplitHostPort(c.NATSListen)
+	if err == nil && !c.NATSAuth() && !isLoopback(host) {
+		v.add("nats_listen", "%s can be reached from other hosts and the embedded NATS server has no users, so anyone could publish and read every tenant's events: give the tenants nats_nkeys (reconciler nats-creds --tenant T makes one) or listen on 127.0.0.1",
+			truncate(c.NATSListen, 80))
+	}
+}
+
+// isLoopback is natsserver.IsLoopback (which config may not import): an
+// empty host is the embedded server's 127.0.0.1; any name but localhost
+// counts as reachable from other hosts.
+func isLoopback(host string) bool {
+	if host == "" || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// natsKey checks a tenant's public nkey, never quoting it: a seed pasted by
+// mistake is a secret.
+func (v *validator) natsKey(path, k string, seen map[string]string) {
+	switch {
+	case strings.HasPrefix(k, "S"):
+		v.add(path, "this is an nkey seed, the runtime's secret: put its public key (U…) here")
+		return
+	case !nkeys.IsValidPublicUserKey(k):
+		v.add(path, "not a public user nkey (U followed by 55 characters)")
+		return
+	}
+	if first, dup := seen[k]; dup {
+		v.add(path, "nkey used twice (also at %s)", v.ref(first))
+		return
+	}
+	seen[k] = path
+}
+
+// file checks that a configured file is there; "" is unset.
+func (v *validator) file(path, name string) bool {
+	if name == "" {
+		return false
+	}
+	fi, err := os.Stat(name)
+	switch {
+	case err != nil:
+		v.add(path, "%v", err)
+		return false
+	case !fi.Mode().IsRegular():
+		v.add(path, "%s is not a regular file", name)
+		return false
+	}
+	return true
+}
+
+// filePair checks a certificate and its key: both or neither.
+func (v *validator) filePair(certPath, cert, keyPath, key string) {
+	switch {
+	case cert != "" && key == "":
+		v.add(certPath, "needs its key file too (%s)", keyPath)
+	case cert == "" && key != "":
+		v.add(keyPath, "needs its certificate file too (%s)", certPath)
+	}
+	v.file(certPath, cert)
+	v.file(keyPath, key)
+}
+
+// seedFile checks that an nkey seed file holds a user seed, without ever
+// quoting it.
+func (v *validator) seedFile(path, name string) {
+	if !v.file(path, name) {
+		return
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		v.add(path, "%v", err)
+		return
+	}
+	kp, err := nkeys.ParseDecoratedUserNKey(data)
+	clear(data)
+	if err != nil {
+		v.add(path, "%s holds no user nkey seed (SU…)", name)
+		return
+	}
+	kp.Wipe()
 }
 
 func isPostgresURL(s string) bool {
@@ -359,13 +479,7 @@ func (v *validator) paypalEndpoint(p string, e PayPalEndpoint, pc PayPalConfig) 
 	default:
 		v.add(p+".verify", "want offline or postback, got %q", truncate(e.Verify, 40))
 	}
-	if e.CAFile != "" {
-		if fi, err := os.Stat(e.CAFile); err != nil {
-			v.add(p+".ca_file", "%v", err)
-		} else if !fi.Mode().IsRegular() {
-			v.add(p+".ca_file", "%s is not a regular file", e.CAFile)
-		}
-	}
+	v.file(p+".ca_file", e.CAFile)
 }
 
 func (v *validator) events(e EventsConfig) {

@@ -1,0 +1,144 @@
+"""reconciler_client is the Python client of the reconciler idempotency
+ledger for AI-agent tool writes: it puts every write tool call under the
+ledger, so a timeout retried by the model loop, the harness and the HTTP
+client is still one side effect. Standard library only; Python 3.9 or later.
+
+- ``Client(base_url, token)``: ``claim``, ``claim_wait``, ``report``,
+  ``get``, ``list``, ``compensate`` and ``resolve`` (admin) mirror the claim
+  API (api/openapi.yaml); every error answer is an ``APIError`` subclass
+  named by its code (``NotFound``, ``FingerprintMismatch``, ``Unavailable``…).
+- ``Client.do(claim, call)`` claims the intent's key, calls the vendor only
+  on proceed or retry_same_key, classifies and reports the answer (resending
+  a lost report with the same body), replays a stored receipt, long-polls a
+  key in flight elsewhere, and raises ``Stopped`` or ``Unsettled`` when the
+  side effect did not (or may not have) happened. It never calls the vendor
+  under a new key.
+- ``scrub`` and ``scrub_schema`` keep a model from choosing a write's
+  identity: they remove idempotency_key, request_id, message_id-style fields
+  from tool arguments and from the tool schema the model sees.
+- ``result_from_response``, ``result_from_exception`` and ``stripe_result``
+  turn a vendor's answer (urllib, requests, httpx, stripe-python) into the
+  ``Result`` a call returns.
+
+The semantics are the Go SDK's (client/ in the repository); a Client is
+safe for concurrent use by many threads, and do() runs the call on the
+calling thread, starting none of its own.
+"""
+
+from .client import (
+    DEFAULT_MAX_RESPONSE,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_REPORT_TIMEOUT,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    DEFAULT_WAIT,
+    CallFunc,
+    Client,
+)
+from .errors import (
+    APIError,
+    BodyTooLarge,
+    CompensationFailed,
+    CompensationPending,
+    Escalated,
+    FingerprintMismatch,
+    Forbidden,
+    Internal,
+    InvalidInput,
+    InvalidTransition,
+    MethodNotAllowed,
+    NotFound,
+    ProtocolError,
+    ReconcilerError,
+    ReportFailed,
+    Stopped,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+    Unimplemented,
+    UnknownDecision,
+    Unsettled,
+)
+from .models import (
+    Alert,
+    ClaimRequest,
+    ClaimResponse,
+    Decision,
+    Expect,
+    Outcome,
+    OutcomeKind,
+    OutcomeReport,
+    Page,
+    Request,
+    Resolution,
+    ResolveRequest,
+    Result,
+    Row,
+    Status,
+    StopCode,
+    ToolClass,
+)
+from .results import RESULT_HEADERS, classify, is_timeout, result_from_exception, result_from_response, stripe_result
+from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrub_schema
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "CallFunc",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_REPORT_TIMEOUT",
+    "DEFAULT_WAIT",
+    "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_RETRIES",
+    "DEFAULT_MAX_RESPONSE",
+    "ReconcilerError",
+    "APIError",
+    "InvalidInput",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "MethodNotAllowed",
+    "InvalidTransition",
+    "CompensationPending",
+    "BodyTooLarge",
+    "FingerprintMismatch",
+    "CompensationFailed",
+    "Internal",
+    "Unimplemented",
+    "Unavailable",
+    "ProtocolError",
+    "TransportError",
+    "Stopped",
+    "Unsettled",
+    "Escalated",
+    "ReportFailed",
+    "UnknownDecision",
+    "Decision",
+    "Status",
+    "ToolClass",
+    "OutcomeKind",
+    "StopCode",
+    "Request",
+    "Expect",
+    "ClaimRequest",
+    "ClaimResponse",
+    "OutcomeReport",
+    "ResolveRequest",
+    "Resolution",
+    "Alert",
+    "Row",
+    "Page",
+    "Result",
+    "Outcome",
+    "RESULT_HEADERS",
+    "result_from_response",
+    "result_from_exception",
+    "stripe_result",
+    "classify",
+    "is_timeout",
+    "DEFAULT_SCRUB_FIELDS",
+    "Scrubber",
+    "scrub",
+    "scrub_schema",
+]

@@ -1,0 +1,257 @@
+"""Bad answers give typed errors, never a silent success: an API fake that
+answers non-JSON, a proxy's 5xx page, a refused connection; and the retries
+that make a lost claim or report harmless, through a proxy in front of the
+real binary."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
+
+from . import support
+from .support import DROP_AFTER, DROP_BEFORE, FakeVendor, Seen, answer
+from reconciler_client import (
+    APIError,
+    Client,
+    Decision,
+    Internal,
+    MethodNotAllowed,
+    NotFound,
+    OutcomeReport,
+    ProtocolError,
+    ReconcilerError,
+    ReportFailed,
+    Status,
+    TransportError,
+    UnknownDecision,
+    Unavailable,
+    Unsettled,
+)
+from .test_client import charge
+
+ROW = {"tenant": "default", "key": "k1", "metadata_local_id": "rl_1", "run_id": "r", "tool": "t", "vendor": "stripe",
+       "tool_class": "write_idempotent", "status": "pending", "attempt": 1}
+
+
+class FakeAPI(support.HTTPFake):
+    """FakeAPI answers every request with one canned answer; with later
+    answers, the first request gets the first, and so on, the last repeated."""
+
+    def __init__(self, status: int, body: bytes, content_type: str = "application/json", delay: float = 0,
+                 headers: Optional[Dict[str, str]] = None, later: Sequence[Tuple[int, bytes]] = ()) -> None:
+        self.answers = [(status, body)] + list(later)
+        self.content_type, self.delay, self.headers = content_type, delay, headers
+        self.lock = threading.Lock()
+        self.sends = 0
+        super().__init__()
+
+    def handle(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        with self.lock:
+            status, data = self.answers[min(self.sends, len(self.answers) - 1)]
+            self.sends += 1
+        if self.delay:
+            time.sleep(self.delay)
+        try:
+            support.reply(h, status, data, self.headers, self.content_type)
+        except OSError:
+            pass
+
+
+def refused_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return "http://127.0.0.1:%d" % s.getsockname()[1]  # closed when the block ends: nobody listens
+
+
+def api_error(code: str, message: str = "m") -> bytes:
+    return json.dumps({"error": {"code": code, "message": message}}).encode()
+
+
+class BadAnswersTest(unittest.TestCase):
+    def test_typed_errors(self) -> None:
+        big = json.dumps({"decision": "proceed", "row": dict(ROW, pad="x" * 2000)}).encode()
+        cases: List[Tuple[str, int, bytes, str, Type[ReconcilerError], str, int]] = [
+            # name, status, body, content type, want error, want code, want sends (retries=2)
+            ("2xx that is not JSON", 200, b"hello", "text/plain", ProtocolError, "", 3),
+            ("2xx that is not UTF-8", 200, b"\xff\xfe", "application/json", ProtocolError, "", 3),
+            ("2xx without a decision", 201, b'{"row":null}', "application/json", ProtocolError, "", 1),
+            ("2xx whose row has a field of the wrong type", 201, json.dumps({"decision": "proceed", "row": dict(ROW, attempt="one")}).encode(),
+             "application/json", ProtocolError, "", 1),
+            ("2xx larger than the client reads", 201, big, "application/json", ProtocolError, "", 3),
+            ("2xx carrying an API error", 200, api_error("not_found"), "application/json", NotFound, "not_found", 1),
+            ("proxy 502 page", 502, b"<html>bad gateway</html>", "text/html", Unavailable, "bad_gateway", 3),
+            ("proxy 504 page", 504, b"<html>gateway timeout</html>", "text/html", Unavailable, "gateway_timeout", 3),
+            ("proxy 500 page", 500, b"<html>oops</html>", "text/html", APIError, "internal_server_error", 3),
+            ("empty 503", 503, b"", "text/plain", Unavailable, "service_unavailable", 3),
+            ("API unavailable", 503, api_error("unavailable", "store unavailable"), "application/json", Unavailable, "unavailable", 3),
+            ("API internal", 500, api_error("internal", "internal error"), "application/json", Internal, "internal", 3),
+            ("429 without a body", 429, b"", "text/plain", APIError, "too_many_requests", 3),
+            ("method not allowed", 405, api_error("method_not_allowed"), "application/json", MethodNotAllowed, "method_not_allowed", 1),
+            ("a code this client does not know", 418, api_error("teapot"), "application/json", APIError, "teapot", 1),
+            ("a redirect is not followed", 302, b"", "text/plain", APIError, "found", 1),
+        ]
+        for name, status, body, ctype, err_cls, code, sends in cases:
+            with self.subTest(name):
+                api = FakeAPI(status, body, ctype, headers={"Location": "http://127.0.0.1:1/elsewhere"} if status == 302 else None)
+                self.addCleanup(api.close)
+                c = Client(api.url, support.TOKEN, retries=2, backoff=0.01, max_response=1024)
+                for op, fn in [("claim", lambda: c.claim(charge("r"))),
+                               ("do", lambda: c.do(charge("r"), support.never_called(self)))]:
+                    before = api.sends
+                    with self.assertRaises(err_cls, msg=op) as cm:
+                        fn()
+                    e = cm.exception
+                    self.assertEqual(type(e), err_cls, f"{op}: {e!r}")
+                    if isinstance(e, APIError):
+                        self.assertEqual((e.status, e.code), (status, code), op)
+                    self.assertEqual(api.sends - before, sends, f"{op}: sends")
+                    self.assertNotIn(support.TOKEN, str(e))
+
+    def test_no_answer(self) -> None:
+        hanging = FakeAPI(201, json.dumps({"decision": "proceed", "row": ROW}).encode(), delay=1.0)
+        self.addCleanup(hanging.close)
+        for name, url, timeout in [("connection refused", refused_url(), False), ("no answer in time", hanging.url, True)]:
+            with self.subTest(name):
+                c = Client(url, support.TOKEN, retries=1, backoff=0.01, timeout=0.2)
+                for op, fn in [("claim", lambda: c.claim(charge("r"))), ("get", lambda: c.get("k")),
+                               ("do", lambda: c.do(charge("r"), support.never_called(self)))]:
+                    with self.assertRaises(TransportError, msg=op) as cm:
+                        fn()
+                    self.assertEqual(cm.exception.timeout, timeout, f"{op}: {cm.exception}")
+                    self.assertIsNotNone(cm.exception.__cause__)
+
+    def test_unknown_decision(self) -> None:
+        # A newer server's decisions (issue 14 §11): nothing is called.
+        for decision in ["await_approval", "queued", "something_else"]:
+            with self.subTest(decision):
+                api = FakeAPI(202, json.dumps({"decision": decision, "row": ROW}).encode())
+                self.addCleanup(api.close)
+                c = Client(api.url, support.TOKEN)
+                with self.assertRaises(UnknownDecision) as cm:
+                    c.do(charge("r"), support.never_called(self))
+                self.assertEqual(cm.exception.decision, decision)
+                assert cm.exception.outcome is not None
+                self.assertEqual((cm.exception.outcome.key, cm.exception.outcome.called), ("k1", False))
+                self.assertEqual(c.claim(charge("r")).decision, decision, "claim itself passes the answer on")
+
+
+class WaitLoopTest(unittest.TestCase):
+    def test_wait_never_spins(self) -> None:
+        # A wait answered at once (a server shutting down ends its long polls
+        # so) or a long poll that fails: do() pauses poll_interval between
+        # answers instead of spinning, and ends at its timeout.
+        wait = json.dumps({"decision": "wait", "row": ROW}).encode()
+        unavailable = api_error("unavailable", "store unavailable")
+        for name, later in [("waits answered at once", []), ("long polls failing", [(503, unavailable)])]:
+            with self.subTest(name):
+                api = FakeAPI(409, wait, later=later)
+                self.addCleanup(api.close)
+                c = Client(api.url, support.TOKEN, retries=0, poll_interval=0.2)
+                start = time.monotonic()
+                with self.assertRaises(Unsettled) as cm:
+                    c.do(charge("r"), support.never_called(self), timeout=1.0)
+                self.assertEqual((cm.exception.key, cm.exception.status), ("k1", "pending"))
+                self.assertLess(time.monotonic() - start, 2)
+                self.assertTrue(3 <= api.sends <= 8, f"{api.sends} claims in 1 s")
+
+    def test_wait_answer_without_a_row(self) -> None:
+        api = FakeAPI(409, b'{"decision":"wait","row":null}')
+        self.addCleanup(api.close)
+        with self.assertRaises(ProtocolError):
+            Client(api.url, support.TOKEN).do(charge("r"), support.never_called(self))
+
+
+class RetriesTest(unittest.TestCase):
+    srv: support.Server
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.srv = support.server()
+
+    def setUp(self) -> None:
+        self.rid = support.run_id()
+
+    def proxied(self, rule: support.Rule, **kw: Any) -> Tuple[support.Proxy, Client]:
+        p = support.Proxy(self.srv.url, rule)
+        self.addCleanup(p.close)
+        return p, Client(p.url, support.TOKEN, backoff=0.01, **kw)
+
+    def vendor(self) -> FakeVendor:
+        v = FakeVendor()
+        self.addCleanup(v.close)
+        return v
+
+    def drop_first(self, n: int, suffix: str, action: Any) -> support.Rule:
+        count = [0]
+        lock = threading.Lock()
+
+        def rule(s: Seen) -> Any:
+            if s.method == "POST" and s.path.endswith(suffix):
+                with lock:
+                    count[0] += 1
+                    if count[0] <= n:
+                        return action
+            return None
+
+        return rule
+
+    def test_lost_report_resent(self) -> None:
+        for name, action in [("dropped before the api", DROP_BEFORE), ("dropped after the api applied it", DROP_AFTER),
+                             ("a proxy's 502", answer(502, b"<html>bad gateway</html>", "text/html"))]:
+            with self.subTest(name):
+                self.rid = support.run_id()
+                p, c = self.proxied(self.drop_first(2, "/outcome", action))
+                v = self.vendor()
+                out = c.do(charge(self.rid), support.vendor_call(v), timeout=10)
+                assert out.row is not None
+                self.assertEqual((out.row.status, out.receipt_id, v.object_count()), (Status.SUCCEEDED, "pi_1", 1))
+                reports = p.count("POST", "/outcome")
+                self.assertEqual(len(reports), 3)
+                self.assertEqual(len({r.body for r in reports}), 1, "every resend has the same body")
+                self.assertEqual(json.loads(reports[0].body),
+                                 {"kind": "response", "http_status": 200, "receipt_id": "pi_1", "attempt": 1})
+
+    def test_report_lost_for_good(self) -> None:
+        p, c = self.proxied(self.drop_first(1000, "/outcome", DROP_BEFORE), retries=2, report_timeout=5)
+        v = self.vendor()
+        with self.assertRaises(ReportFailed) as cm:
+            c.do(charge(self.rid), support.vendor_call(v), timeout=10)
+        e = cm.exception
+        self.assertIsInstance(e, Unsettled)
+        self.assertIsInstance(e.__cause__, TransportError)
+        assert e.outcome is not None
+        self.assertTrue(e.outcome.called)
+        self.assertEqual(len(p.count("POST", "/outcome")), 3)
+        direct = Client(self.srv.url, support.TOKEN)
+        self.assertEqual(direct.get(e.key).status, Status.PENDING, "the row stays pending for the resolver")
+
+    def test_lost_claim_answer(self) -> None:
+        # The first claim inserted the row but its answer was lost: the
+        # resent claim finds the row in its lease and answers wait, never a
+        # second proceed; do() waits instead of calling.
+        p, c = self.proxied(self.drop_first(1, "/v1/claims", DROP_AFTER))
+        resp = c.claim(charge(self.rid))
+        self.assertEqual(resp.decision, Decision.WAIT)
+        self.assertEqual(len(p.count("POST", "/v1/claims")), 2)
+
+    def test_claim_retried_through_outage(self) -> None:
+        p, c = self.proxied(self.drop_first(2, "/v1/claims", answer(503, {"error": {"code": "unavailable", "message": "store unavailable"}})))
+        v = self.vendor()
+        out = c.do(charge(self.rid), support.vendor_call(v), timeout=10)
+        self.assertEqual((out.decision, v.object_count()), (Decision.PROCEED, 1))
+        self.assertEqual(len(p.count("POST", "/v1/claims")), 3)
+
+    def test_not_retried(self) -> None:
+        p, c = self.proxied(lambda s: None)
+        with self.assertRaises(NotFound):
+            c.report("no-such-key", OutcomeReport(kind="timeout"))
+        self.assertEqual(len(p.count("POST", "/outcome")), 1, "a 4xx is final")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,699 @@
+package natsserver_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// pageConsumer is the service's durable consumer the tenants' permissions
+// deny by name (resolver.DefaultPageConsumer; natsserver's tests may not
+// import resolver).
+const pageConsumer = "reconciler-page-resolver"
+
+var scope = events.PermissionScope{ServiceConsumers: []string{pageConsumer}}
+
+// bus is a NATS server that grants the reconciler's permission set: the
+// service's JetStream and a seed file per tenant runtime.
+type bus struct {
+	url   string
+	seeds map[string]string // tenant → nkey seed file
+	// service connects as the service (a new connection each call).
+	service func(t *testing.T) jetstream.JetStream
+	// restart restarts the service's side: the embedded server with a new
+	// service key, or the service's connection to an external one.
+	restart func(t *testing.T)
+}
+
+// newSeed makes a user key pair and writes its seed to a 0600 file.
+func newSeed(t *testing.T, name string) (pub, file string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ = kp.PublicKey()
+	seed, _ := kp.Seed()
+	file = filepath.Join(t.TempDir(), name+".nk")
+	if err := os.WriteFile(file, append(seed, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pub, file
+}
+
+func tenantUsers(t *testing.T, tenants ...string) ([]natsserver.User, map[string]string) {
+	t.Helper()
+	var users []natsserver.User
+	seeds := map[string]string{}
+	for _, tn := range tenants {
+		pub, file := newSeed(t, tn)
+		p, err := events.TenantPermissions(scope, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		np := natsserver.Permissions(p)
+		users = append(users, natsserver.User{NKey: pub, Permissions: &np, Name: "tenant " + tn})
+		seeds[tn] = file
+	}
+	return users, seeds
+}
+
+// embeddedBus is the embedded server with tenant users, as serve runs it.
+func embeddedBus(t *testing.T) *bus {
+	t.Helper()
+	users, seeds := tenantUsers(t, "acme", "globex")
+	svc, err := events.ServicePermissions(scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := natsserver.Permissions(svc)
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var srv *natsserver.Server
+	start := func(t *testing.T, listen string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := natsserver.Start(ctx, natsserver.Options{Listen: listen, StoreDir: dir, Users: users, ServicePermissions: &sp})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		mu.Lock()
+		srv = s
+		mu.Unlock()
+	}
+	start(t, "127.0.0.1:-1")
+	b := &bus{url: srv.ClientURL(), seeds: seeds}
+	t.Cleanup(func() { shutdown(t, srv) })
+	b.service = func(t *testing.T) jetstream.JetStream {
+		mu.Lock()
+		s := srv
+		mu.Unlock()
+		nc, js, err := events.Connect(natsserver.ServiceURL, nil, s.ServiceOptions()...)
+		if err != nil {
+			t.Fatalf("service connect: %v", err)
+		}
+		t.Cleanup(nc.Close)
+		return js
+	}
+	b.restart = func(t *testing.T) {
+		shutdown(t, srv)
+		start(t, strings.TrimPrefix(b.url, "nats://"))
+	}
+	return b
+}
+
+// externalBus is the machine's nats-server binary configured only through
+// its own configuration file, with the users and permissions an admin
+// copies from `reconciler nats-creds`.
+func externalBus(t *testing.T) *bus {
+	t.Helper()
+	bin := "/usr/sbin/nats-server"
+	if _, err := os.Stat(bin); err != nil {
+		if bin, err = exec.LookPath("nats-server"); err != nil {
+			t.Skip("no nats-server binary (/usr/sbin/nats-server or on PATH): the external-server run needs one")
+		}
+	}
+	svcPub, svcSeed := newSeed(t, "service")
+	svc, err := events.ServicePermissions(scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcUser, err := svc.ServerUser(svcPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := []string{svcUser}
+	seeds := map[string]string{}
+	for _, tn := range []string{"acme", "globex"} {
+		pub, file := newSeed(t, tn)
+		p, err := events.TenantPermissions(scope, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := p.ServerUser(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+		seeds[tn] = file
+	}
+	port := freePort(t)
+	dir := t.TempDir()
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n}\nauthorization {\n  users = [\n    %s\n  ]\n}\n",
+		port, dir, strings.Join(users, "\n    "))
+	confFile := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", confFile)
+	out, err := os.Create(filepath.Join(dir, "nats-server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			log, _ := os.ReadFile(out.Name())
+			t.Logf("nats-server log:\n%s", log)
+		}
+	})
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	b := &bus{url: url, seeds: seeds}
+	b.service = func(t *testing.T) jetstream.JetStream {
+		opts, err := events.Credentials{NKeyFile: svcSeed}.Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nc *nats.Conn
+		var js jetstream.JetStream
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			nc, js, err = events.Connect(url, nil, append(opts, nats.RetryOnFailedConnect(false))...)
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // the process is still starting
+		}
+		if err != nil {
+			t.Fatalf("service connect: %v", err)
+		}
+		t.Cleanup(nc.Close)
+		return js
+	}
+	b.restart = func(*testing.T) {} // the service reconnects with its seed: b.service again
+	return b
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestTenantPermissionsEmbedded(t *testing.T) { testTenantPermissions(t, embeddedBus(t)) }
+
+func TestTenantPermissionsExternal(t *testing.T) { testTenantPermissions(t, externalBus(t)) }
+
+// runtime is one tenant runtime's connection, with the permission errors
+// the server sent it.
+type runtime struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu     sync.Mutex
+	denied []string // lower-cased permission violations, as they came
+}
+
+func connectTenant(t *testing.T, b *bus, tenant string) *runtime {
+	t.Helper()
+	opts, err := events.Credentials{NKeyFile: b.seeds[tenant]}.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runtime{}
+	opts = append(opts,
+		nats.CustomInboxPrefix(events.InboxPrefix(tenant)),
+		nats.PermissionErrOnSubscribe(true),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				r.mu.Lock()
+				r.denied = append(r.denied, strings.ToLower(err.Error()))
+				r.mu.Unlock()
+			}
+		}))
+	r.nc, r.js, err = events.Connect(b.url, nil, opts...)
+	if err != nil {
+		t.Fatalf("%s connect: %v", tenant, err)
+	}
+	t.Cleanup(r.nc.Close)
+	return r
+}
+
+// expectDenied waits for the server's permission violation naming subject,
+// or a subject that starts with it when it ends in a dot (a consumer name
+// nats.go chose follows).
+func (r *runtime) expectDenied(t *testing.T, op, subject string) {
+	t.Helper()
+	want := strings.ToLower(op + ` to "` + subject)
+	if !strings.HasSuffix(subject, ".") {
+		want += `"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		for _, d := range r.denied {
+			if strings.Contains(d, want) {
+				r.mu.Unlock()
+				return
+			}
+		}
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no permission violation for %s", want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// publishEvent publishes ev as the relay does.
+func publishEvent(t *testing.T, js jetstream.JetStream, ev ledger.Event) {
+	t.Helper()
+	subj, err := events.Subject("", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(ev)
+	msg := nats.NewMsg(subj)
+	msg.Data = body
+	msg.Header.Set(jetstream.MsgIDHeader, ev.Tenant+":"+ev.Key+":"+ev.Status)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatalf("service publish %s: %v", subj, err)
+	}
+}
+
+func tenantEvent(tenant, run, key string) ledger.Event {
+	return ledger.Event{Key: key, Tenant: tenant, RunID: run, Tool: "stripe.payment_intents.create", ToolCallID: "call_1",
+		Status: string(ledger.StatusSucceeded), ReceiptID: "pi_1", Source: ledger.SourceWebhook, At: baseTime}
+}
+
+func await(t *testing.T, js jetstream.JetStream, tenant, run, key string, d time.Duration) (ledger.Event, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return events.Await(ctx, js, tenant, run, key)
+}
+
+// subjects returns the stream's message count per subject under filter.
+func subjects(t *testing.T, js jetstream.JetStream, filter string) map[string]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, events.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects
+}
+
+// testTenantPermissions is the permission set checked with real clients:
+// each tenant reads its own events and nothing else, through no door, and
+// only the service publishes.
+func testTenantPermissions(t *testing.T, b *bus) {
+	svc := b.service(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := events.EnsureStream(ctx, svc, events.StreamConfig{}); err != nil {
+		t.Fatalf("service ensure stream: %v", err)
+	}
+	// The service's durable consumer, which no tenant may touch.
+	if _, err := svc.CreateOrUpdateConsumer(ctx, events.DefaultStream, jetstream.ConsumerConfig{
+		Durable: pageConsumer, FilterSubject: "recon.>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatalf("service durable consumer: %v", err)
+	}
+	publishEvent(t, svc, tenantEvent("acme", "run-1", "key-a1"))
+	publishEvent(t, svc, tenantEvent("globex", "run-1", "key-g1"))
+
+	acme := connectTenant(t, b, "acme")
+	globex := connectTenant(t, b, "globex")
+
+	t.Run("acme receives its own events", func(t *testing.T) {
+		ev, err := await(t, acme.js, "acme", "run-1", "key-a1", 10*time.Second)
+		if err != nil || ev.Key != "key-a1" {
+			t.Fatalf("await: got %+v, %v", ev, err)
+		}
+		sub, err := acme.nc.SubscribeSync("recon.acme.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := acme.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		publishEvent(t, svc, tenantEvent("acme", "run-2", "key-a2"))
+		msg, err := sub.NextMsg(5 * time.Second)
+		if err != nil || msg.Subject != "recon.acme.run-2.succeeded" {
+			t.Fatalf("core subscription: got %v, %v", msg, err)
+		}
+	})
+
+	t.Run("globex reads its own events", func(t *testing.T) {
+		// The positive control: the denials below are permissions, not a
+		// broken connection.
+		ev, err := await(t, globex.js, "globex", "run-1", "key-g1", 10*time.Second)
+		if err != nil || ev.Key != "key-g1" {
+			t.Fatalf("await: got %+v, %v", ev, err)
+		}
+	})
+
+	t.Run("globex cannot subscribe to acme's events or inboxes", func(t *testing.T) {
+		for _, subj := range []string{"recon.acme.>", "recon.>", ">", "_INBOX.>", "_INBOX_acme.>", "$JS.EVENT.>"} {
+			sub, err := globex.nc.SubscribeSync(subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sub.NextMsg(5 * time.Second); !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Errorf("subscribe %s: got %v, want a permission violation", subj, err)
+			}
+			_ = sub.Unsubscribe()
+		}
+	})
+
+	t.Run("globex cannot read acme's messages through a consumer", func(t *testing.T) {
+		if ev, err := await(t, globex.js, "acme", "run-1", "key-a1", 2*time.Second); err == nil {
+			t.Fatalf("globex awaited acme's event: %+v", ev)
+		}
+		globex.expectDenied(t, "publish", "$JS.API.CONSUMER.CREATE.RECON.")
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer ccancel()
+		if _, err := globex.js.OrderedConsumer(cctx, events.DefaultStream, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{"recon.acme.>", "recon.globex.>"}}); err == nil {
+			t.Fatal("globex made a consumer with two filters, one of them acme's")
+		}
+		globex.expectDenied(t, "publish", "$JS.API.CONSUMER.CREATE.RECON.")
+	})
+
+	t.Run("globex finds no other door to the stream", func(t *testing.T) {
+		byBody := func(filter string) []byte {
+			b, _ := json.Marshal(map[string]any{"stream_name": "RECON", "config": map[string]any{
+				"name": "snoop", "durable_name": "snoop", "filter_subject": filter, "deliver_policy": "all", "ack_policy": "none"}})
+			return b
+		}
+		doors := []struct {
+			name, subject string
+			body          []byte
+		}{
+			{"legacy create, filter in the body", "$JS.API.CONSUMER.CREATE.RECON", byBody("recon.acme.>")},
+			{"create without a filter in the subject", "$JS.API.CONSUMER.CREATE.RECON.snoop", byBody("recon.acme.>")},
+			{"create on acme's filter", "$JS.API.CONSUMER.CREATE.RECON.snoop.recon.acme.>", byBody("recon.acme.>")},
+			{"create on every tenant", "$JS.API.CONSUMER.CREATE.RECON.snoop.recon.*.>", byBody("recon.*.>")},
+			{"create on the whole stream", "$JS.API.CONSUMER.CREATE.RECON.snoop.recon.>", byBody("recon.>")},
+			{"legacy durable create", "$JS.API.CONSUMER.DURABLE.CREATE.RECON.snoop", byBody("recon.acme.>")},
+			{"take over the service's durable", "$JS.API.CONSUMER.CREATE.RECON." + pageConsumer + ".recon.globex.>", byBody("recon.globex.>")},
+			{"pull from the service's durable", "$JS.API.CONSUMER.MSG.NEXT.RECON." + pageConsumer, []byte(`{"batch":10}`)},
+			{"read the service's durable", "$JS.API.CONSUMER.INFO.RECON." + pageConsumer, nil},
+			{"delete the service's durable", "$JS.API.CONSUMER.DELETE.RECON." + pageConsumer, nil},
+			{"list consumer names", "$JS.API.CONSUMER.NAMES.RECON", nil},
+			{"list consumers", "$JS.API.CONSUMER.LIST.RECON", nil},
+			{"get a message", "$JS.API.STREAM.MSG.GET.RECON", []byte(`{"last_by_subj":"recon.acme.run-1.succeeded"}`)},
+			{"direct get", "$JS.API.DIRECT.GET.RECON", []byte(`{"seq":1}`)},
+			{"direct get by subject", "$JS.API.DIRECT.GET.RECON.recon.acme.run-1.succeeded", nil},
+			{"stream info", "$JS.API.STREAM.INFO.RECON", []byte(`{"subjects_filter":"recon.>"}`)},
+			{"purge", "$JS.API.STREAM.PURGE.RECON", nil},
+			{"delete the stream", "$JS.API.STREAM.DELETE.RECON", nil},
+			{"update the stream", "$JS.API.STREAM.UPDATE.RECON", []byte(`{"name":"RECON","subjects":["recon.>"]}`)},
+			{"a stream of its own", "$JS.API.STREAM.CREATE.SNOOP", []byte(`{"name":"SNOOP","subjects":["snoop.>"]}`)},
+			{"stream names", "$JS.API.STREAM.NAMES", nil},
+			{"account info", "$JS.API.INFO", nil},
+			{"ack the service's messages", "$JS.ACK.RECON." + pageConsumer + ".1.1.1.0.0", nil},
+		}
+		// Every request at once, replies to globex's own inbox: none may
+		// come back, and the server must report each one as denied.
+		inbox := events.InboxPrefix("globex") + ".doors"
+		answers, err := globex.nc.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer answers.Unsubscribe()
+		for _, d := range doors {
+			if err := globex.nc.PublishRequest(d.subject, inbox, d.body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := globex.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range doors {
+			t.Run(d.name, func(t *testing.T) { globex.expectDenied(t, "publish", d.subject) })
+		}
+		if msg, err := answers.NextMsg(500 * time.Millisecond); err == nil {
+			t.Fatalf("a door answered on %s: %s", msg.Subject, msg.Data)
+		}
+		if _, err := svc.Consumer(ctx, events.DefaultStream, pageConsumer); err != nil {
+			t.Errorf("the service's durable is gone: %v", err)
+		}
+	})
+
+	t.Run("no tenant can publish under recon", func(t *testing.T) {
+		for _, r := range []struct {
+			who  *runtime
+			subj string
+		}{
+			{globex, "recon.acme.run-1.succeeded"}, // the forged resume of the issue
+			{globex, "recon.globex.run-1.succeeded"},
+			{acme, "recon.acme.run-3.succeeded"},
+		} {
+			pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := r.who.js.Publish(pctx, r.subj, []byte(`{"key":"forged"}`))
+			pcancel()
+			if err == nil {
+				t.Fatalf("publish %s: acknowledged", r.subj)
+			}
+			r.who.expectDenied(t, "publish", r.subj)
+		}
+		got := subjects(t, svc, "recon.>")
+		want := map[string]uint64{"recon.acme.run-1.succeeded": 1, "recon.acme.run-2.succeeded": 1, "recon.globex.run-1.succeeded": 1}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("stream subjects: got %v, want %v", got, want)
+		}
+	})
+
+	t.Run("deliveries to subjects a tenant cannot publish to stay its own", func(t *testing.T) {
+		// nats-server issue #8274: the server does not check the creator's
+		// rights on a push consumer's deliver subject or a pull's reply
+		// subject. Inside the stream's subjects it refuses the first and
+		// keeps the second the tenant's own event.
+		pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer pcancel()
+		_, err := globex.js.CreateOrUpdatePushConsumer(pctx, events.DefaultStream, jetstream.ConsumerConfig{
+			Name: "push", FilterSubject: "recon.globex.>", DeliverSubject: "recon.acme.run-1.succeeded", AckPolicy: jetstream.AckNonePolicy})
+		if err == nil {
+			t.Fatal("a push consumer delivering into acme's subjects was made")
+		}
+		cons, err := globex.js.CreateOrUpdateConsumer(pctx, events.DefaultStream, jetstream.ConsumerConfig{
+			Name: "pull", FilterSubject: "recon.globex.>", AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute})
+		if err != nil {
+			t.Fatalf("globex's own consumer: %v", err)
+		}
+		if err := globex.nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.RECON."+cons.CachedInfo().Name, "recon.acme.run-1.succeeded", []byte(`{"batch":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		_ = globex.nc.Flush()
+		time.Sleep(300 * time.Millisecond) // the delivery, if any, is in the stream by now
+		if got := subjects(t, svc, "recon.acme.>"); fmt.Sprint(got) != fmt.Sprint(map[string]uint64{"recon.acme.run-1.succeeded": 1, "recon.acme.run-2.succeeded": 1}) {
+			t.Fatalf("acme's subjects changed: %v", got)
+		}
+		// Await checks the body's tenant too, whatever the subject says.
+		if ev, err := await(t, acme.js, "acme", "run-1", "key-a1", 5*time.Second); err != nil || ev.Tenant != "acme" {
+			t.Fatalf("acme await: %+v, %v", ev, err)
+		}
+	})
+
+	t.Run("the service still publishes after a restart", func(t *testing.T) {
+		b.restart(t)
+		svc := b.service(t)
+		publishEvent(t, svc, tenantEvent("acme", "run-4", "key-a4"))
+		acme := connectTenant(t, b, "acme")
+		if ev, err := await(t, acme.js, "acme", "run-4", "key-a4", 10*time.Second); err != nil || ev.Key != "key-a4" {
+			t.Fatalf("await after restart: %+v, %v", ev, err)
+		}
+	})
+}
+
+func TestStartRefusesAnOpenListenerOffLoopback(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:-1", "[::]:-1", "192.0.2.10:-1", "nats.internal:-1"} {
+		t.Run(listen, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, err := natsserver.Start(ctx, natsserver.Options{Listen: listen, StoreDir: t.TempDir()})
+			if err == nil {
+				shutdown(t, s)
+				t.Fatal("an open server started off loopback")
+			}
+			if !errors.Is(err, natsserver.ErrOpenListener) {
+				t.Fatalf("got %v, want ErrOpenListener", err)
+			}
+		})
+	}
+}
+
+func TestAuthRequiresAKnownKey(t *testing.T) {
+	users, seeds := tenantUsers(t, "acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdown(t, s) })
+	_, stranger := newSeed(t, "stranger")
+	for name, opts := range map[string][]nats.Option{
+		"no credentials":  nil,
+		"an unknown nkey": mustCreds(t, events.Credentials{NKeyFile: stranger}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			nc, err := nats.Connect(s.ClientURL(), opts...)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !errors.Is(err, nats.ErrAuthorization) {
+				t.Fatalf("got %v, want an authorization error", err)
+			}
+		})
+	}
+	nc, err := nats.Connect(s.ClientURL(), mustCreds(t, events.Credentials{NKeyFile: seeds["acme"]})...)
+	if err != nil {
+		t.Fatalf("acme: %v", err)
+	}
+	nc.Close()
+}
+
+func mustCreds(t *testing.T, c events.Credentials) []nats.Option {
+	t.Helper()
+	opts, err := c.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, PEM, and
+// returns their files; the certificate is its own CA.
+func selfSigned(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reconciler test nats"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func TestTLSListener(t *testing.T) {
+	cert, key := selfSigned(t)
+	users, seeds := tenantUsers(t, "acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), Users: users, CertFile: cert, KeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdown(t, s) })
+
+	// The service's own connection is in-process: no TLS, no certificate.
+	nc, js, err := events.Connect(natsserver.ServiceURL, nil, s.ServiceOptions()...)
+	if err != nil {
+		t.Fatalf("service: %v", err)
+	}
+	defer nc.Close()
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{}); err != nil {
+		t.Fatalf("service: %v", err)
+	}
+
+	withCA := mustCreds(t, events.Credentials{NKeyFile: seeds["acme"], CAFile: cert})
+	rc, err := nats.Connect(s.ClientURL(), append(withCA, nats.CustomInboxPrefix(events.InboxPrefix("acme")))...)
+	if err != nil {
+		t.Fatalf("acme over TLS: %v", err)
+	}
+	if !rc.TLSRequired() {
+		t.Error("the server does not require TLS")
+	}
+	rc.Close()
+
+	if nc, err := nats.Connect(s.ClientURL(), mustCreds(t, events.Credentials{NKeyFile: seeds["acme"]})...); err == nil {
+		nc.Close()
+		t.Fatal("connected without the CA that verifies the server")
+	}
+}
+
+func TestStartChecksItsOptions(t *testing.T) {
+	users, _ := tenantUsers(t, "acme")
+	cert, _ := selfSigned(t)
+	cases := []struct {
+		name string
+		opts natsserver.Options
+		want string
+	}{
+		{"not a public key", natsserver.Options{Users: []natsserver.User{{NKey: "SUABC", Permissions: users[0].Permissions, Name: "tenant x"}}},
+			"nats user tenant x: not a public user nkey (U…)"},
+		{"a key twice", natsserver.Options{Users: []natsserver.User{users[0], users[0]}}, "given twice"},
+		{"no permissions", natsserver.Options{Users: []natsserver.User{{NKey: users[0].NKey, Name: "tenant acme"}}}, "nats user tenant acme: no permissions"},
+		{"a certificate without its key", natsserver.Options{Users: users, CertFile: cert}, "nats tls: the listener needs both a certificate and a key file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Listen, tc.opts.StoreDir = "127.0.0.1:-1", t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := natsserver.Start(ctx, tc.opts)
+			if err == nil {
+				shutdown(t, s)
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %q, want %q", err, tc.want)
+			}
+		})
+	}
+}
