@@ -39,6 +39,14 @@ const (
 // not passed upstream, where they would pose as the gate's.
 const metaPrefix = "reconciler/"
 
+// perHop reports whether a _meta key belongs to one MCP connection, not to
+// the call: the protocol's reserved keys (the protocol version, client and
+// server info the SDK adds on each hop, which the upstream checks against
+// its own connection) and the progress token (progress is not relayed).
+func perHop(k string) bool {
+	return strings.HasPrefix(k, "io.modelcontextprotocol/") || k == "progressToken"
+}
+
 // scrubberFor removes the default key-like fields and the registry's key
 // argument (which may be any name, client_ref say) from a tool's arguments
 // and schema.
@@ -131,12 +139,27 @@ func (g *Gate) runOf(meta mcp.Meta) (runID, callID string, err error) {
 	return runID, callID, nil
 }
 
-// upstreamMeta is the _meta sent upstream: the client's, without the
-// gate's namespace, plus extra.
+// hopMeta is the _meta of a call passed through unclaimed: the client's,
+// without the per-hop keys.
+func hopMeta(meta mcp.Meta) mcp.Meta {
+	out := mcp.Meta{}
+	for k, v := range meta {
+		if !perHop(k) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// upstreamMeta is the _meta sent upstream with a write: the client's, without the
+// gate's namespace and the per-hop keys, plus extra.
 func upstreamMeta(meta mcp.Meta, extra map[string]any) mcp.Meta {
 	out := mcp.Meta{}
 	for k, v := range meta {
-		if !strings.HasPrefix(k, metaPrefix) {
+		if !strings.HasPrefix(k, metaPrefix) && !perHop(k) {
 			out[k] = v
 		}
 	}

@@ -59,12 +59,12 @@ func (g *Gate) call(ctx context.Context, name string, p *mcp.CallToolParamsRaw) 
 	}
 	switch {
 	case registered && t.Class == ledger.ClassRead:
-		return g.forward(ctx, name, p.Arguments, p.Meta)
+		return g.forward(ctx, name, p.Arguments, hopMeta(p.Meta))
 	case !registered && g.strict:
 		return refusal("unregistered_tool", fmt.Sprintf(
 			"%s is not in the tool registry, and this gate passes registered tools only. Nothing was sent.", name)), nil
 	case !registered:
-		return g.forward(ctx, name, scrubberFor(ledger.Tool{}).Scrub(args), p.Meta)
+		return g.forward(ctx, name, scrubberFor(ledger.Tool{}).Scrub(args), hopMeta(p.Meta))
 	}
 	return g.write(ctx, t, args, p.Meta), nil
 }
@@ -200,9 +200,24 @@ func outcomeOf(res *mcp.CallToolResult, err error) (client.OutcomeReport, *mcp.C
 }
 
 // response is a response report of res, with res kept as the result when
-// it fits the ledger's cap.
+// it fits the ledger's cap. The upstream connection's _meta (its server
+// info) is not the result's: a replay through another gate must not claim
+// to come from this upstream session.
 func response(status int, res *mcp.CallToolResult) (client.OutcomeReport, *mcp.CallToolResult) {
 	rep := client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: status}
+	if len(res.Meta) > 0 {
+		kept := *res
+		kept.Meta = mcp.Meta{}
+		for k, v := range res.Meta {
+			if !perHop(k) {
+				kept.Meta[k] = v
+			}
+		}
+		if len(kept.Meta) == 0 {
+			kept.Meta = nil
+		}
+		res = &kept
+	}
 	text, err := json.Marshal(res)
 	if err != nil {
 		return rep, res

@@ -41,8 +41,14 @@
 // upstream call it means no upstream call. After it (the report lost), the
 // result says the call was made but not recorded: the row stays pending
 // for the resolver. Results of the gate's own carry reconciler/decision,
-// /code, /status, /idempotency_key and /error in _meta. Prompts, resources
-// and server-to-client requests (sampling, elicitation) are not proxied.
+// /code, /status, /idempotency_key and /error in _meta. A call's _meta goes
+// upstream without the per-hop keys (io.modelcontextprotocol/*, which each
+// connection sets for itself, and progressToken: progress is not relayed)
+// and, for a write, without the client's reconciler/* keys; a stored result
+// drops the upstream connection's per-hop keys too. Prompts, resources and
+// server-to-client requests (sampling, elicitation) are not proxied. When
+// the upstream ends its session, Serve answers the calls in flight, then
+// returns ErrUpstreamEnded.
 //
 // Imports: client (the ledger, the registry and the scrubbing), ledger
 // (types only) and the MCP SDK; never a store, the api or the service's

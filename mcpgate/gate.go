@@ -78,6 +78,14 @@ type Gate struct {
 	upstreamDone chan struct{}
 	server       *mcp.Server
 
+	// unanswered counts the client's requests read and not yet answered on
+	// the wire (wire.go), so a session the upstream ended still delivers
+	// the results of its calls in flight before it closes: the SDK drops
+	// the answers of a session closed under them.
+	unansweredMu sync.Mutex
+	unanswered   int
+	answered     chan struct{} // closed and replaced when unanswered falls to 0
+
 	// syncMu serialises refreshes of the listed tools; listed holds each
 	// listed tool's JSON, so a refresh changes (and announces) only what
 	// changed.
@@ -118,8 +126,13 @@ func New(o Options) (*Gate, error) {
 		ledger: o.Ledger, runID: o.RunID, callTimeout: o.CallTimeout, reportTimeout: o.ReportTimeout,
 		strict: o.Strict, version: o.Version, log: o.Logger,
 		ctx: ctx, cancel: cancel, upstreamDone: make(chan struct{}), listed: map[string]string{},
+		answered: make(chan struct{}),
 	}, nil
 }
+
+// ErrUpstreamEnded is Serve's error when the upstream MCP server ended its
+// session (its process exited, its HTTP session was lost).
+var ErrUpstreamEnded = errors.New("mcpgate: the upstream MCP server ended the session")
 
 // RunID is the run_id of calls whose _meta names none.
 func (g *Gate) RunID() string { return g.runID }
@@ -160,13 +173,15 @@ func (g *Gate) Open(ctx context.Context, t mcp.Transport) error {
 	return nil
 }
 
-// Serve serves one client session over t until the client ends it, the
-// upstream session ends, or ctx is done.
+// Serve serves one client session over t (a stream transport: stdio, or
+// in-memory in tests) until the client ends it, the upstream session ends
+// (ErrUpstreamEnded, once the calls in flight are answered), or ctx is
+// done.
 func (g *Gate) Serve(ctx context.Context, t mcp.Transport) error {
 	if g.server == nil {
 		return errors.New("mcpgate: Serve before Open")
 	}
-	ss, err := g.server.Connect(ctx, t, nil)
+	ss, err := g.server.Connect(ctx, &wireTransport{Transport: t, g: g}, nil)
 	if err != nil {
 		return fmt.Errorf("mcpgate: serve: %w", err)
 	}
@@ -176,9 +191,12 @@ func (g *Gate) Serve(ctx context.Context, t mcp.Transport) error {
 	case err := <-done:
 		return err
 	case <-g.upstreamDone:
+		// The calls in flight end quickly now (no upstream to wait for)
+		// and report; their results reach the client before it is cut off.
+		g.drain(ctx, g.callTimeout+g.reportTimeout)
 		_ = ss.Close()
 		<-done
-		return errors.New("mcpgate: the upstream MCP server ended the session")
+		return ErrUpstreamEnded
 	case <-ctx.Done():
 		_ = ss.Close()
 		<-done

@@ -1,9 +1,11 @@
 package mcpgate_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -149,7 +151,10 @@ func TestSameWriteThreeTimes(t *testing.T) {
 	if row.Status != ledger.StatusSucceeded || row.RunID != "run_mcp" || row.Tool != "send_email" || row.Vendor != "resend" {
 		t.Errorf("row %+v", row)
 	}
-	if got := resultJSON(t, mustDecode(t, row.Result)); got != results[0] {
+	// The result as returned carries the gate's server info, a per-hop key.
+	stored := mustDecode(t, row.Result)
+	stored.Meta = mcp.Meta{"io.modelcontextprotocol/serverInfo": map[string]any{"name": "reconciler-mcp-gate", "version": "dev"}}
+	if got := resultJSON(t, stored); got != results[0] {
 		t.Errorf("stored result %s, returned %s", got, results[0])
 	}
 }
@@ -462,5 +467,87 @@ func TestUpstreamProcess(t *testing.T) {
 	}
 	if rows := e.rows(t); len(rows) != 1 || rows[0].RunID != g.RunID() || !strings.HasPrefix(g.RunID(), "mcp-") {
 		t.Fatalf("rows %+v, gate run %s", rows, g.RunID())
+	}
+}
+
+// TestUpstreamProtocolErrors: an upstream that refuses a call as malformed
+// did not do it (failed_poison, and the same refusal again without a
+// call); one that fails inside may have (unknown).
+func TestUpstreamProtocolErrors(t *testing.T) {
+	e := newLedger(t)
+	e.register(t, tools()...)
+	s := connect(t, e, e.srv.URL)
+	// The newest row is the call just made (each code is its own intent).
+	latest := func() ledger.Status { return e.rows(t)[0].Status }
+
+	invalid := map[string]any{"code": -32602}
+	first := s.call(t, "fail_email", invalid, nil)
+	if !first.IsError || !strings.Contains(text(first), "refused the call: failed with -32602") || latest() != ledger.StatusFailedPoison {
+		t.Fatalf("invalid params: %s, row %s", text(first), latest())
+	}
+	if again := s.call(t, "fail_email", invalid, nil); resultJSON(t, again) != resultJSON(t, first) || s.upstream.Count("fail_email") != 1 {
+		t.Fatalf("the refused call again: %s (%d upstream calls)", resultJSON(t, again), s.upstream.Count("fail_email"))
+	}
+
+	res := s.call(t, "fail_email", map[string]any{"code": -32603}, nil)
+	if !res.IsError || res.Meta[mcpgate.MetaStatus] != "unknown" || latest() != ledger.StatusUnknown {
+		t.Fatalf("internal error: %s %v", text(res), res.Meta)
+	}
+}
+
+// TestStreamableUpstream: the gate in front of a streamable-HTTP upstream
+// (`--upstream-url`): writes go through once; an HTTP answer that is not
+// the upstream's (a 5xx, a page that is not JSON) or a dropped connection
+// is no answer, so the row is unknown, never a success.
+func TestStreamableUpstream(t *testing.T) {
+	for _, failure := range []string{"", "5xx", "json", "drop"} {
+		t.Run("failure="+failure, func(t *testing.T) {
+			e := newLedger(t)
+			e.register(t, tools()...)
+			log := mcptest.NewLog("")
+			up := mcptest.NewServer(log)
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if failure == "" || !bytes.Contains(body, []byte(`"tools/call"`)) {
+					h.ServeHTTP(w, r)
+					return
+				}
+				switch failure {
+				case "5xx":
+					w.WriteHeader(http.StatusBadGateway)
+				case "json":
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte("<html>ok</html>"))
+				case "drop":
+					if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+						_ = conn.Close()
+					}
+				}
+			}))
+			t.Cleanup(srv.Close)
+			g, err := mcpgate.New(mcpgate.Options{Ledger: e.client(t, e.srv.URL), CallTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Open(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			s := serve(t, g, log)
+			args := map[string]any{"to": "ann@example.com", "subject": "hi"}
+			res := s.call(t, "send_email", args, nil)
+			rows := e.rows(t)
+			if failure == "" {
+				again := s.call(t, "send_email", args, nil)
+				if res.IsError || resultJSON(t, res) != resultJSON(t, again) || log.Count("send_email") != 1 || rows[0].Status != ledger.StatusSucceeded {
+					t.Fatalf("through a streamable upstream: %s / %s, %d calls", resultJSON(t, res), resultJSON(t, again), log.Count("send_email"))
+				}
+				return
+			}
+			if !res.IsError || res.Meta[mcpgate.MetaStatus] != "unknown" || len(rows) != 1 || rows[0].Status != ledger.StatusUnknown {
+				t.Fatalf("upstream %s: %s %v, rows %+v", failure, text(res), res.Meta, rows)
+			}
+		})
 	}
 }

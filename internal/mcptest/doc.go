@@ -11,6 +11,7 @@
 //     cancelled: a timeout after the vendor committed),
 //   - reject_email (a write the tool refuses with an error result),
 //   - big_report (a write whose result is as large as asked),
+//   - fail_email (a write that answers a JSON-RPC error of the code asked),
 //   - get_email (a read whose message_id argument is a lookup, not a key).
 //
 // NewServer serves it in the test's process (over an in-memory transport);

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -130,6 +131,7 @@ const (
 	rejectSchema = `{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`
 	bigSchema    = `{"type":"object","properties":{"size":{"type":"integer"}},"required":["size"]}`
 	getSchema    = `{"type":"object","properties":{"message_id":{"type":"string"}},"required":["message_id"]}`
+	failSchema   = `{"type":"object","properties":{"code":{"type":"integer"}},"required":["code"]}`
 )
 
 // SlowHold bounds how long slow_email hangs when nobody cancels it.
@@ -181,6 +183,18 @@ func NewServer(log *Log) *mcp.Server {
 		n, _ := c.Args["size"].(float64)
 		return text(strings.Repeat("r", int(n)))
 	})
+	s.AddTool(&mcp.Tool{Name: "fail_email", Description: "Answer with a JSON-RPC error of the given code.", InputSchema: json.RawMessage(failSchema)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			c := Call{Tool: "fail_email", Meta: req.Params.Meta}
+			if err := json.Unmarshal(req.Params.Arguments, &c.Args); err != nil {
+				return nil, fmt.Errorf("arguments: %w", err)
+			}
+			if _, err := log.record(c); err != nil {
+				return nil, err
+			}
+			code, _ := c.Args["code"].(float64)
+			return nil, &jsonrpc.Error{Code: int64(code), Message: fmt.Sprintf("failed with %d", int64(code))}
+		})
 	add("get_email", "Look an email up.", getSchema, func(_ context.Context, c Call, _ string) *mcp.CallToolResult {
 		return text(fmt.Sprintf("email %v: delivered", c.Args["message_id"]))
 	})
