@@ -114,7 +114,7 @@ func (g *Gate) write(ctx context.Context, t ledger.Tool, args map[string]any, me
 		if row == nil {
 			return ledgerFailure(errors.New("a "+string(resp.Decision)+" without a row"), "claim the call")
 		}
-		return g.attempt(ctx, t, *row, keyArg, clean, meta)
+		return g.attempt(ctx, resp.Decision, t, *row, keyArg, clean, meta)
 	case ledger.DecisionReplay:
 		if row == nil {
 			return ledgerFailure(errors.New("a replay without a row"), "claim the call")
@@ -133,7 +133,7 @@ func (g *Gate) write(ctx context.Context, t ledger.Tool, args map[string]any, me
 }
 
 // attempt makes the upstream call with the row's key and reports it.
-func (g *Gate) attempt(ctx context.Context, t ledger.Tool, row ledger.Row, keyArg string, args map[string]any, meta mcp.Meta) *mcp.CallToolResult {
+func (g *Gate) attempt(ctx context.Context, decision ledger.Decision, t ledger.Tool, row ledger.Row, keyArg string, args map[string]any, meta mcp.Meta) *mcp.CallToolResult {
 	send := make(map[string]any, len(args)+1)
 	for k, v := range args {
 		send[k] = v
@@ -159,7 +159,7 @@ func (g *Gate) attempt(ctx context.Context, t ledger.Tool, row ledger.Row, keyAr
 	rcancel()
 	if err != nil {
 		g.log.ErrorContext(ctx, "mcp gate: outcome not recorded", "tool", t.Name, "key", row.Key, "err", err)
-		return unrecorded(row, err, answer)
+		return unrecorded(decision, row, err, answer)
 	}
 	switch settled.Status {
 	case ledger.StatusSucceeded, ledger.StatusFailedPoison:
@@ -168,7 +168,7 @@ func (g *Gate) attempt(ctx context.Context, t ledger.Tool, row ledger.Row, keyAr
 		}
 		return replayed(settled)
 	case ledger.StatusUnknown:
-		return unknownOutcome(settled, rep.Kind, g.callTimeout, answer)
+		return unknownOutcome(decision, settled, rep.Kind, g.callTimeout, answer)
 	}
 	return waiting(&settled)
 }

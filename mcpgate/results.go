@@ -126,7 +126,7 @@ func queued(row *ledger.Row) *mcp.CallToolResult {
 }
 
 // unknownOutcome answers a call that may or may not have happened.
-func unknownOutcome(row ledger.Row, kind ledger.OutcomeKind, timeout time.Duration, answer *mcp.CallToolResult) *mcp.CallToolResult {
+func unknownOutcome(decision ledger.Decision, row ledger.Row, kind ledger.OutcomeKind, timeout time.Duration, answer *mcp.CallToolResult) *mcp.CallToolResult {
 	var what string
 	switch kind {
 	case ledger.OutcomeTimeout:
@@ -138,7 +138,7 @@ func unknownOutcome(row ledger.Row, kind ledger.OutcomeKind, timeout time.Durati
 	}
 	r := notice(true, fmt.Sprintf("%s; it may have happened. The ledger holds it as unknown (key %s) until the "+
 		"vendor's webhook, the resolver or a human settles it. Do not retry with changed arguments: the same "+
-		"arguments keep the same key.", what, row.Key), rowMeta(ledger.DecisionProceed, "", &row))
+		"arguments keep the same key.", what, row.Key), rowMeta(decision, "", &row))
 	if answer != nil {
 		r.Content = append(r.Content, answer.Content...)
 	}
@@ -150,10 +150,10 @@ func unknownOutcome(row ledger.Row, kind ledger.OutcomeKind, timeout time.Durati
 // or a retry with the same key settles it. The upstream's answer follows
 // the note, so the model knows what was said, but it is never presented
 // as a settled success.
-func unrecorded(row ledger.Row, err error, answer *mcp.CallToolResult) *mcp.CallToolResult {
+func unrecorded(decision ledger.Decision, row ledger.Row, err error, answer *mcp.CallToolResult) *mcp.CallToolResult {
 	r := notice(true, fmt.Sprintf("The upstream call was made, but the reconciler ledger did not record its outcome "+
 		"(%v). The call stays pending (key %s) until the resolver or a retry with the same arguments settles it; "+
-		"do not retry with changed arguments.", err, row.Key), rowMeta(ledger.DecisionProceed, "", &row))
+		"do not retry with changed arguments.", err, row.Key), rowMeta(decision, "", &row))
 	r.Meta[MetaError] = "report_failed"
 	if answer != nil {
 		r.Content = append(r.Content, answer.Content...)
