@@ -11,7 +11,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// The approval gate's routes (ARCHITECTURE.md §11). A tenant token and an
+// The approval gate's routes (docs/architecture.md §11). A tenant token and an
 // approver token read their tenant's approvals; an admin token reads any
 // tenant's. Only approver and admin tokens decide, and never the token
 // that made the claim (the store refuses it by fingerprint).

@@ -42,6 +42,9 @@ type outcomeBody struct {
 	Headers    map[string]string  `json:"headers,omitempty"`
 	// Attempt is the claim answer's row.attempt this outcome is for.
 	Attempt int `json:"attempt,omitempty"`
+	// Result is the answer to replay (row.result): opaque JSON text, never
+	// logged.
+	Result string `json:"result,omitempty"`
 }
 
 // outcome is POST /v1/claims/{key}/outcome: the runtime reports one attempt.
@@ -57,7 +60,8 @@ func (s *Server) outcome(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	row, ch, err := s.store.Report(ctx, tenant, key, ledger.Outcome{
-		Kind: b.Kind, HTTPStatus: b.HTTPStatus, ReceiptID: b.ReceiptID, Headers: b.Headers, Attempt: b.Attempt, At: s.now(),
+		Kind: b.Kind, HTTPStatus: b.HTTPStatus, ReceiptID: b.ReceiptID, Headers: b.Headers, Attempt: b.Attempt, Result: b.Result,
+		At: s.now(),
 	})
 	if err != nil {
 		return err

@@ -49,6 +49,18 @@ func TestOutcome(t *testing.T) {
 		{name: "timeout with http_status", outcome: map[string]any{"kind": "timeout", "http_status": 504}, status: 400, code: "invalid_input"},
 		{name: "unknown field", outcome: map[string]any{"kind": "timeout", "status": "succeeded"}, status: 400, code: "bad_json"},
 		{name: "headers of the wrong type", outcome: `{"kind":"timeout","headers":{"a":1}}`, status: 400, code: "bad_json"},
+		{name: "a result is kept verbatim", outcome: map[string]any{"kind": "response", "http_status": 200, "result": `{"content": [ ]}`},
+			status: 200, want: ledger.StatusSucceeded,
+			check: func(t *testing.T, row ledger.Row) {
+				if row.Result != `{"content": [ ]}` {
+					t.Errorf("result: got %q", row.Result)
+				}
+			}},
+		{name: "a result that is not JSON", outcome: map[string]any{"kind": "response", "http_status": 200, "result": "sent"},
+			status: 400, code: "invalid_input"},
+		{name: "a result larger than 64 KiB", outcome: map[string]any{"kind": "response", "http_status": 200,
+			"result": `"` + strings.Repeat("r", ledger.MaxResultLen) + `"`}, status: 400, code: "invalid_input"},
+		{name: "a result with a timeout", outcome: map[string]any{"kind": "timeout", "result": `{}`}, status: 400, code: "invalid_input"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// Registry is the tool registry (ARCHITECTURE.md §11) as the API uses it;
+// Registry is the tool registry (docs/architecture.md §11) as the API uses it;
 // registry.Cache implements it. Put and Delete must be durable and in
 // effect on this replica when they return; Lookup and Decide are asked on
 // every claim, so they must answer from memory (Decide runs the tool's

@@ -9,7 +9,7 @@ import (
 )
 
 // start is POST /v1/claims/{key}/start[?wait=]: the outbox worker's claim of
-// a key its work item named (ARCHITECTURE.md §11). It is built from the row
+// a key its work item named (docs/architecture.md §11). It is built from the row
 // itself, so the worker sends no intent: the first start of a queued row
 // proceeds (200, attempt 1, the lease), exactly once across workers; a
 // start while an attempt is in flight is wait (409), and long-polls with

@@ -1,5 +1,5 @@
 // Package approvals runs the approval gate's background work
-// (ARCHITECTURE.md §11): the Expirer, which expires approval requests whose
+// (docs/architecture.md §11): the Expirer, which expires approval requests whose
 // time ran out (approvals.ttl, default 24 h), and the Notifier, which asks
 // a human through the pagers when a request is made and closes the alert
 // once it is decided.

@@ -67,6 +67,11 @@ type OutcomeReport struct {
 	// Attempt is the claim answer's row.Attempt (Do sets it): a report that
 	// arrives after a later attempt began leaves that attempt's lease alone.
 	Attempt int `json:"attempt,omitempty"`
+	// Result is the answer to hand back to a repeated call of the same
+	// intent (the MCP gate sends a tool's result): JSON text of at most
+	// ledger.MaxResultLen bytes, kept as Row.Result when the report settles
+	// the row. Only with a response.
+	Result string `json:"result,omitempty"`
 }
 
 // ResolveRequest is the body of POST /v1/claims/{key}/resolve (admin token).

@@ -145,3 +145,31 @@ func TestReportLostForGood(t *testing.T) {
 		t.Errorf("vendor posts = %d, want 1", got)
 	}
 }
+
+// TestReportResult: a result reported with the outcome comes back,
+// verbatim, with the row and with a replaying claim.
+func TestReportResult(t *testing.T) {
+	ctx := context.Background()
+	c := newEnv(t).client(t)
+	const result = `{"content":[{"type":"text","text":"pi_1 for 10.50 USD"}]}`
+	resp, err := c.Claim(ctx, chargeClaim(1050))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := c.ReportOutcome(ctx, resp.Key(), client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: result, Attempt: 1})
+	if err != nil || row.Result != result {
+		t.Fatalf("ReportOutcome = %q, %v", row.Result, err)
+	}
+	again, err := c.Claim(ctx, chargeClaim(1050))
+	if err != nil || again.Decision != ledger.DecisionReplay || again.Row.Result != result {
+		t.Fatalf("replay = %+v, %v", again, err)
+	}
+	big := `"` + strings.Repeat("r", ledger.MaxResultLen) + `"`
+	other, err := c.Claim(ctx, chargeClaim(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReportOutcome(ctx, other.Key(), client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: big}); !errors.Is(err, client.ErrInvalidInput) {
+		t.Fatalf("a result past the cap = %v, want ErrInvalidInput", err)
+	}
+}

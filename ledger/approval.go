@@ -16,7 +16,7 @@ import (
 const DefaultApprovalTTL = 24 * time.Hour
 
 // Gate is what the registry and a tool's policy decided for one claim
-// (ARCHITECTURE.md §11). It is computed outside the ledger, like Frozen,
+// (docs/architecture.md §11). It is computed outside the ledger, like Frozen,
 // and decides only what a claim with no row does; a row keeps the gate it
 // was inserted under. The zero Gate is autonomous.
 type Gate struct {

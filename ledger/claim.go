@@ -174,7 +174,7 @@ type ClaimResult struct {
 // nothing changes; the result's Events go to the outbox with the row.
 // Stores call it inside their transaction.
 //
-// The approval gate (ARCHITECTURE.md §11) adds: a new key whose gate is
+// The approval gate (docs/architecture.md §11) adds: a new key whose gate is
 // approval is inserted pending at attempt 0 with its approval requested
 // (await_approval); while it is requested, a claim waits — and once it has
 // expired, the claim expires it (stop, approval_expired); once it is

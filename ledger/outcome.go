@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"encoding/json"
 	"net/textproto"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // OutcomeKind is what happened to one vendor call.
@@ -33,7 +35,28 @@ type Outcome struct {
 	// an earlier attempt is applied, but leaves the lease of the attempt in
 	// flight alone.
 	Attempt int
-	At      time.Time
+	// Result is the answer as the runtime wants it replayed (Row.Result):
+	// JSON text of at most MaxResultLen bytes, only with a response.
+	Result string
+	At     time.Time
+}
+
+// MaxResultLen caps Outcome.Result (and so Row.Result): 64 KiB keeps a
+// row small enough to read on every claim.
+const MaxResultLen = 64 << 10
+
+// validateResult checks a result's size and that it is JSON text. Valid
+// JSON holds no raw control character, NUL included, so PostgreSQL can
+// store it; invalid UTF-8 would be replaced on encoding, and the result
+// replayed would not be the one reported.
+func validateResult(base *InvalidError, s string) error {
+	switch {
+	case len(s) > MaxResultLen:
+		return base.With("result larger than %d bytes", MaxResultLen)
+	case s != "" && (!utf8.ValidString(s) || !json.Valid([]byte(s))):
+		return base.With("result must be JSON text in UTF-8")
+	}
+	return nil
 }
 
 // Validate checks the outcome's shape.
@@ -47,6 +70,9 @@ func (o Outcome) Validate() error {
 		if o.HTTPStatus != 0 {
 			return ErrInvalidOutcome.With("%s has no http_status", o.Kind)
 		}
+		if o.Result != "" {
+			return ErrInvalidOutcome.With("%s has no result", o.Kind)
+		}
 	default:
 		return ErrInvalidOutcome.With("kind must be response, timeout or network_error")
 	}
@@ -55,6 +81,9 @@ func (o Outcome) Validate() error {
 	}
 	if !printableASCII(o.ReceiptID, 0, MaxKeyLen) {
 		return ErrInvalidOutcome.With("receipt_id must be at most %d printable ASCII characters", MaxKeyLen)
+	}
+	if err := validateResult(ErrInvalidOutcome, o.Result); err != nil {
+		return err
 	}
 	if len(o.Headers) > 64 {
 		return ErrInvalidOutcome.With("too many headers")
@@ -101,7 +130,7 @@ func (o Outcome) header(name string) (string, bool) {
 // 408 and the odd 1xx/3xx are unknown rather than failed because the vendor
 // may have committed; unknown is closed by evidence, never by a new key.
 func Classify(o Outcome) Evidence {
-	ev := Evidence{Source: SourceRuntime, ReceiptID: o.ReceiptID, At: o.At, HTTPStatus: o.HTTPStatus, Attempt: o.Attempt}
+	ev := Evidence{Source: SourceRuntime, ReceiptID: o.ReceiptID, At: o.At, HTTPStatus: o.HTTPStatus, Attempt: o.Attempt, Result: o.Result}
 	if v, ok := o.header(HeaderIdempotentReplayed); ok {
 		ev.Replayed = strings.EqualFold(v, "true")
 	}

@@ -26,6 +26,13 @@ type Row struct {
 	IdempotentReplayed bool  `json:"idempotent_replayed,omitempty"`
 	VendorShouldRetry  *bool `json:"vendor_should_retry,omitempty"`
 	LastHTTPStatus     int   `json:"last_http_status,omitempty"`
+	// Result is the runtime's own record of the answer that settled the row
+	// (the MCP gate keeps a tool's result here, so a repeated call gets it
+	// back without calling upstream): opaque JSON text, at most
+	// MaxResultLen bytes, kept verbatim. It is set once, by the report whose
+	// status the row settled to, and never logged (it may hold personal
+	// data).
+	Result string `json:"result,omitempty"`
 
 	FirstSeenAt time.Time `json:"first_seen_at"`
 	UpdatedAt   time.Time `json:"updated_at"`

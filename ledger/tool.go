@@ -20,7 +20,7 @@ const ClassRead ToolClass = "read"
 // or one of the write classes.
 func registryClass(c ToolClass) bool { return c == ClassRead || c.Valid() }
 
-// Autonomy is how far a tool may act without a human (ARCHITECTURE.md §11).
+// Autonomy is how far a tool may act without a human (docs/architecture.md §11).
 type Autonomy string
 
 // The autonomies a tool may ask for, and a claim may be granted.
@@ -140,7 +140,7 @@ const (
 	headerTokenSpecial = "!#$%&'*+-.^_`|~"
 )
 
-// Tool is one entry of a tenant's tool registry (ARCHITECTURE.md §11): what
+// Tool is one entry of a tenant's tool registry (docs/architecture.md §11): what
 // a tool does and how far it may act without a human. Version, CreatedAt
 // and UpdatedAt are the store's; the rest is the entry as registered.
 type Tool struct {

@@ -29,7 +29,10 @@ type Evidence struct {
 	ShouldRetry *bool
 	// Attempt is the attempt a runtime's evidence is for (0: not said).
 	Attempt int
-	At      time.Time
+	// Result is a runtime's record of the answer (Outcome.Result); Apply
+	// keeps it on the row when this evidence settles the row.
+	Result string
+	At     time.Time
 }
 
 // Validate checks the evidence's shape.
@@ -55,7 +58,10 @@ func (ev Evidence) Validate() error {
 	if hasNUL(ev.VendorEventID) || hasNUL(ev.Actor) || hasNUL(ev.Note) || hasNUL(ev.Currency) {
 		return ErrInvalidEvidence.With("vendor_event_id, actor, note or currency holds NUL")
 	}
-	return nil
+	if ev.Result != "" && ev.Source != SourceRuntime {
+		return ErrInvalidEvidence.With("only a runtime reports a result")
+	}
+	return validateResult(ErrInvalidEvidence, ev.Result)
 }
 
 // Change is what Apply did to a row.
@@ -138,6 +144,7 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 		if row.Status.Open() && endsLease {
 			endAttempt(row, at, p)
 		}
+		keepResult(row, ev, at)
 		return ch, nil
 	case row.Status == StatusSucceeded:
 		if ev.Source == SourceHuman {
@@ -159,6 +166,7 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 	}
 	row.Status, row.UpdatedAt = target, at
 	ch.To, ch.Changed = target, true
+	keepResult(row, ev, at)
 	switch target {
 	case StatusSucceeded:
 		row.SucceededAt = at
@@ -174,6 +182,19 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 	e := newEvent(row, string(target), ev.Source, ev.VendorEventID, at)
 	ch.Event = &e
 	return ch, nil
+}
+
+// keepResult stores a runtime's result on a row that now holds the settled
+// status the result's report pointed to. The first result stays: a
+// repeated report is the same answer, and a later one must not change what
+// a replay returns. A result whose report left the row open (a 5xx, a
+// mismatch) or that lost to other evidence (a failure after success) would
+// be replayed as the wrong answer, so it is dropped.
+func keepResult(row *Row, ev Evidence, at time.Time) {
+	if ev.Result == "" || row.Result != "" || row.Status.Open() || row.Status != ev.Status {
+		return
+	}
+	row.Result, row.UpdatedAt = ev.Result, at
 }
 
 // endAttempt ends the in-flight lease of an open row and schedules the

@@ -102,6 +102,69 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			name:       "a runtime's result is kept with the status it settles",
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: `{"content":[]}`}),
+			wantStatus: ledger.StatusSucceeded, wantChanged: true,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if after.Result != `{"content":[]}` {
+					t.Fatalf("result %q", after.Result)
+				}
+			},
+		},
+		{
+			name:       "a refusal's result is kept with failed_poison",
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 422, Result: `{"isError":true}`}),
+			wantStatus: ledger.StatusFailedPoison, wantChanged: true,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if after.Result != `{"isError":true}` {
+					t.Fatalf("result %q", after.Result)
+				}
+			},
+		},
+		{
+			name:       "a result that leaves the row open is dropped",
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 502, Result: `{"isError":true}`}),
+			wantStatus: ledger.StatusUnknown, wantChanged: true,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if after.Result != "" {
+					t.Fatalf("result %q kept on an open row", after.Result)
+				}
+			},
+		},
+		{
+			name:       "a success's result joins a row a webhook settled first",
+			row:        withStatus(ledger.StatusSucceeded),
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: `{"content":[]}`}),
+			wantStatus: ledger.StatusSucceeded,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if after.Result != `{"content":[]}` {
+					t.Fatalf("result %q", after.Result)
+				}
+			},
+		},
+		{
+			name:       "the first result stays",
+			row:        func(r *ledger.Row) { withStatus(ledger.StatusSucceeded)(r); r.Result = `{"first":true}` },
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: `{"second":true}`}),
+			wantStatus: ledger.StatusSucceeded,
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if after.Result != `{"first":true}` {
+					t.Fatalf("result %q", after.Result)
+				}
+			},
+		},
+		{
+			name:       "a failure's result is not kept on a row that succeeded",
+			row:        withStatus(ledger.StatusSucceeded),
+			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 422, Result: `{"isError":true}`}),
+			wantStatus: ledger.StatusSucceeded, wantAlerts: []ledger.AlertKind{ledger.AlertIgnoredFailure},
+			check: func(t *testing.T, before, after ledger.Row, ch ledger.Change) {
+				if after.Result != "" {
+					t.Fatalf("result %q kept", after.Result)
+				}
+			},
+		},
+		{
 			name:       "a timeout of an earlier attempt leaves the retry's lease alone",
 			row:        func(r *ledger.Row) { r.Attempt = 2 },
 			ev:         runtime(ledger.Outcome{Kind: ledger.OutcomeTimeout, Attempt: 1}),

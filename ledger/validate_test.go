@@ -237,6 +237,17 @@ func TestOutcomeValidate(t *testing.T) {
 		{name: "65 headers", o: ledger.Outcome{Kind: ledger.OutcomeTimeout, Headers: manyHeaders}, wantErr: true},
 		{name: "one header in two spellings", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 429,
 			Headers: map[string]string{"Stripe-Should-Retry": "true", "stripe-should-retry": "false"}}, wantErr: true},
+		{name: "result", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: `{"content":[]}`}},
+		{name: "result of the largest size", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200,
+			Result: `"` + strings.Repeat("r", ledger.MaxResultLen-2) + `"`}},
+		{name: "result one byte too large", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200,
+			Result: `"` + strings.Repeat("r", ledger.MaxResultLen-1) + `"`}, wantErr: true},
+		{name: "result not JSON", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: "sent"}, wantErr: true},
+		{name: "result with a raw NUL", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: "\"a\x00\""}, wantErr: true},
+		{name: "result with an escaped NUL", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: `"a\u0000"`}},
+		{name: "result not UTF-8", o: ledger.Outcome{Kind: ledger.OutcomeResponse, HTTPStatus: 200, Result: "\"\xff\""}, wantErr: true},
+		{name: "timeout with result", o: ledger.Outcome{Kind: ledger.OutcomeTimeout, Result: `{}`}, wantErr: true},
+		{name: "network error with result", o: ledger.Outcome{Kind: ledger.OutcomeNetworkError, Result: `{}`}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,6 +289,11 @@ func TestEvidenceValidate(t *testing.T) {
 		{name: "actor 256", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Actor: strings.Repeat("a", 256)}, want: ledger.ErrInvalidEvidence},
 		{name: "note 1024", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Note: strings.Repeat("n", 1024)}},
 		{name: "note 1025", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Note: strings.Repeat("n", 1025)}, want: ledger.ErrInvalidEvidence},
+		{name: "runtime result", ev: ledger.Evidence{Source: ledger.SourceRuntime, Status: ledger.StatusSucceeded, Result: `{"ok":true}`}},
+		{name: "webhook result", ev: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, Result: `{"ok":true}`}, want: ledger.ErrInvalidEvidence},
+		{name: "human result", ev: ledger.Evidence{Source: ledger.SourceHuman, Status: ledger.StatusSucceeded, Result: `{"ok":true}`}, want: ledger.ErrInvalidEvidence},
+		{name: "runtime result too large", ev: ledger.Evidence{Source: ledger.SourceRuntime, Status: ledger.StatusSucceeded,
+			Result: `"` + strings.Repeat("r", ledger.MaxResultLen) + `"`}, want: ledger.ErrInvalidEvidence},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Outbox autonomy (ARCHITECTURE.md §11): a new key of a tool whose
+// Outbox autonomy (docs/architecture.md §11): a new key of a tool whose
 // effective autonomy is outbox is not called by the agent. Its claim
 // inserts the row pending at attempt 0 and writes one work item to the
 // outbox in the same transaction, which the relay publishes on the work

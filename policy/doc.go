@@ -3,7 +3,7 @@
 // uses for admission policy) over the claim's `intent` (the JSON object,
 // integers as int, other numbers as double), `tool`, `run_id` and `tenant`.
 // A claim for which the policy is false goes to approval with the
-// expression as its reason (ARCHITECTURE.md §11).
+// expression as its reason (docs/architecture.md §11).
 //
 // Compile checks the expression against those four variables and refuses
 // one that does not parse, names anything else or is not boolean, with an

@@ -1,4 +1,4 @@
-// Package registry keeps each tenant's tool registry (ARCHITECTURE.md §11)
+// Package registry keeps each tenant's tool registry (docs/architecture.md §11)
 // in memory, so the claim API can ask "is this tool registered, with which
 // vendor and class, and how far may this claim act on its own?" on every
 // claim without a store round trip.

@@ -63,6 +63,9 @@ never() {
 service_only=("github.com/nats-io/nats-server*" "github.com/prometheus/*" "github.com/labstack/echo*" "github.com/jackc/pgx*" "go.etcd.io/bbolt*")
 never client "${service_only[@]}"
 never events "${service_only[@]}"
+# The MCP gate runs next to an agent's MCP client: the SDK and the ledger's
+# client, none of the service.
+never mcpgate "${service_only[@]}"
 
 only ledger                       # the standard library only
 only paging                       # the standard library only
@@ -88,6 +91,7 @@ internal policy ledger
 internal approvals ledger paging
 internal registry ledger policy
 internal client ledger events apierror
+internal mcpgate client ledger events apierror
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
 # The load program (cmd/httpload: flags and the load code).
 internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
@@ -96,7 +100,7 @@ internal cmd/reconciler/internal/config ledger matcher events resolver paging in
 
 # The test helpers serve _test.go files only: no package's build (go list
 # Deps leaves tests out) may pull one in, the helpers themselves aside.
-testonly="$mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest"
+testonly="$mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest $mod/internal/mcptest"
 while read -r pkg deps; do
 	[[ " $testonly " == *" $pkg "* ]] && continue
 	for d in $deps; do

@@ -9,9 +9,10 @@
 // This package owns the program: Main (main_program.go), the wiring of the
 // other packages into `serve` (serve.go; the event bus and its credentials
 // in nats.go), and the subcommands drill, send-fixture, ledger (an admin CLI
-// on client.Client) and nats-creds (a NATS key pair for a tenant's runtimes
+// on client.Client), nats-creds (a NATS key pair for a tenant's runtimes
 // or for the service on an external NATS, with the permission entry its
-// admin grants; events.TenantPermissions is the set). Configuration —
+// admin grants; events.TenantPermissions is the set) and mcp-gate (flags
+// and wiring of mcpgate.Gate over stdio, mcp_gate.go). Configuration —
 // every setting of docs/architecture.md §9, precedence flag > RECONCILER_*
 // environment > YAML file > default, validation, tokens, redaction — is the
 // package internal/config. This is the only package that may import every

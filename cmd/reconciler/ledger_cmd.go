@@ -470,6 +470,8 @@ var ledgerRowOrder = []string{
 	"first_seen_at", "updated_at", "succeeded_at", "pending_until", "replay_window_until", "next_check_at", "paged_at",
 	"compensation_of", "compensation_action",
 	"approval", "expect", "request", "resolution", "alerts",
+	// Last: a stored result may run to 64 KiB.
+	"result",
 }
 
 // ledgerAbsent is what an absent field means where that is not "none": the

@@ -7,6 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // closeTimeout bounds a graceful shutdown; a supervisor's kill follows it.
@@ -26,6 +28,9 @@ func run() int {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "nats-creds" {
 		return runNATSCreds(os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "mcp-gate" {
+		return runMCPGate(ctx, os.Args[2:], &mcp.StdioTransport{}, os.Stdout, os.Stderr, os.Getenv)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "drill" {
 		return runDrill(ctx, os.Args[2:], os.Stdout, os.Stderr)

@@ -314,6 +314,7 @@ func (m *Main) usage(w io.Writer) {
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API
   reconciler nats-creds --tenant T|--service
                                            make a NATS credential for the event bus and print its permissions
+  reconciler mcp-gate [flags] -- COMMAND   an MCP server in front of another that puts its writes under the ledger
 
 `)
 	_ = config.WriteHelp(w)

@@ -11,9 +11,9 @@
 // It drives a store only through the ledger.Store interface, plus
 // CheckConsistency(ctx) error when the store has it, and checks the contract
 // written in docs/architecture.md §4 and §7: the claim decision
-// table, compensation, the transition table and outcome classification,
-// ingest (dedupe, orphans, joins), escalation, scheduling, listing, the
-// outbox, single-winner claims under contention, index consistency after
+// table, compensation, the transition table and outcome classification, a
+// runtime's result kept byte for byte, ingest (dedupe, orphans, joins),
+// escalation, scheduling, listing, the outbox, single-winner claims under contention, index consistency after
 // random operations and a linearizability check with porcupine, whose
 // sequential model is the ledger's own pure rules.
 //

@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"SharedBusinessKey", testSharedBusinessKey},
 		{"ClaimContention", testClaimContention},
 		{"Transitions", testTransitions},
+		{"Results", testResults},
 		{"Ingest", testIngest},
 		{"OrphanClaims", testOrphanClaims},
 		{"Redrive", testRedrive},
