@@ -115,7 +115,7 @@ func startRunner(ctx context.Context, spec runnerSpec, re runtimeEnv) (_ *runner
 		if h.Protocol != ProtocolVersion {
 			return nil, fmt.Errorf("runner %s speaks protocol %d, this harness %d", spec.path, h.Protocol, ProtocolVersion)
 		}
-		re.Log.Debug("runner started", "client", h.Client, "pid", cmd.Process.Pid)
+		re.Log.Debug("runner started", "runner", h.Runtime, "client", h.Client, "pid", cmd.Process.Pid)
 		return r, nil
 	case <-r.dead:
 		return nil, r.failure()
