@@ -32,15 +32,20 @@ test-clients: ## the Python and TypeScript clients' tests against one freshly bu
 BUILD_TEST_BIN = bin="$(RECONCILER_BIN)"; if [ -z "$$bin" ]; then dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 	bin="$$dir/reconciler"; $(GO) build -o "$$bin" ./cmd/reconciler; fi
 
-test-python: ## the Python client's tests (clients/python, python3 -m unittest)
+# Each client's target ends with the duplicate-delivery drills driven by that
+# client (reconciler drill --runtime), so CI runs them for every runtime.
+test-python: ## the Python client's tests (clients/python, python3 -m unittest), then the drills with the Python runtime
 	@set -e; $(BUILD_TEST_BIN); \
-	RECONCILER_BIN="$$bin" $(PYTHON) -m unittest discover -s clients/python/tests -t clients/python
+	RECONCILER_BIN="$$bin" $(PYTHON) -m unittest discover -s clients/python/tests -t clients/python; \
+	"$$bin" drill --runtime python --clients clients
 
-# npm ci installs the TypeScript client's pinned dev dependencies from the registry.
-test-typescript: ## the TypeScript client's tests (clients/typescript, Node >= 18 and npm)
+# npm ci installs the TypeScript client's pinned dev dependencies from the
+# registry; npm test builds dist/, which the drills' runner loads.
+test-typescript: ## the TypeScript client's tests (clients/typescript, Node >= 18 and npm), then the drills with the TypeScript runtime
 	@command -v npm >/dev/null || { echo "make test-typescript: needs Node.js >= 18 and npm" >&2; exit 1; }
 	@set -e; $(BUILD_TEST_BIN); \
-	cd clients/typescript && npm ci --no-audit --no-fund && RECONCILER_BIN="$$bin" npm test
+	(cd clients/typescript && npm ci --no-audit --no-fund && RECONCILER_BIN="$$bin" npm test); \
+	"$$bin" drill --runtime typescript --clients clients
 
 lint: vet fmt importcheck staticcheck tidy
 

@@ -15,10 +15,59 @@
 // the resolver, signs its own webhooks from fixtures/, and injects faults
 // per POST: commit then hang past the client's timeout, commit then hold
 // until released, commit then 500, commit then 409 "already exists" naming
-// the object, 400/402 refusals, and a dropped connection. The agent side
-// runs through client.Do, client.Transport and client.StripeBackend exactly
-// as an agent runtime would. A shared injected clock skips leases and replay
-// windows without waiting.
+// the object, 400/402 refusals, a dropped connection, and a hook between
+// its commit and its answer (the webhook that beats the runtime's report).
+// A shared injected clock skips leases and replay windows without waiting.
+//
+// The agent side is a runtime (Options.Runtime): the Go SDK in-process
+// (client.Do, client.Transport, stripe-go through client.StripeBackend,
+// waits on NATS with the tenant's nkey), or the Python or TypeScript client
+// in a runner process (long polls only). The drills drive the runtime's
+// agents through a few operations — do (the SDK's Do), claim, call (the
+// vendor call alone), report, compensate, get, scrub — with every vendor
+// call described as data (method, URL, form, where the key and the local
+// id go, where the answer names its object, a timeout), and read the
+// answers back as the Go SDK's types and errors, so one set of checks
+// judges every runtime. Each agent talks to the API through a loopback
+// reverse proxy (the watch) under /agents/<name>, which sees every claim
+// answer: that is how a drill knows that a second agent was told to wait,
+// whatever language it is written in. What a drill asserts about rows it
+// reads with a client of its own, straight from the API.
+//
+// The runner protocol, version 1 (ProtocolVersion). A runner is a program
+// (clients/python/drill_runner.py, clients/typescript/scripts/drill-runner.mjs)
+// started once per drill with RECONCILER_DRILL_URL (agent a's API base URL
+// is that + "/a"), RECONCILER_DRILL_TOKEN and the client settings
+// RECONCILER_DRILL_POLL_MS, _WAIT_MS, _RETRIES and _BACKOFF_MS in its
+// environment. It writes only protocol lines, one JSON object each, to
+// stdout; its stderr is logged. Its first line is its greeting:
+//
+//	{"protocol":1,"runtime":"python","client":"reconciler_client 0.1.0"}
+//
+// Then it reads one op a line from stdin and answers each with one line,
+// running ops at once (answers may come in any order, matched by id):
+//
+//	{"id":3,"op":"do","agent":"a","claim":{…the API's claim body…},"call":{"url":"http://127.0.0.1:…/v1/payment_intents",
+//	  "method":"POST","form":{"amount":"1050",…},"key_header":"Idempotency-Key",
+//	  "local_id_field":"metadata[metadata_local_id]","receipt":["id","error.resource_id"],"timeout_ms":10000}}
+//	{"id":3,"outcome":{"decision":"proceed","key":"…","local_id":"rl_…","row":{…the API's row…},"called":true,
+//	  "result":{"http_status":200,"receipt_id":"pi_…","headers":{…}},"kind":"response","replayed":false,"waited":false}}
+//
+// The ops and what their answers carry: do (claim, call) → outcome;
+// claim (claim) → claim {decision, code, row, http_status}; call (call,
+// key, local_id) → result; report (key, outcome: the API's report body) →
+// row; compensate (key, action) → claim; get (key) → row; scrub (args) →
+// args. A call's answer of any status is a result; only no answer is an
+// error. A failed op answers error {class, code, status, key, row_status,
+// message}, do with its outcome beside it, as the SDKs return it; the
+// classes: stopped (code failed_poison or tool_frozen), unsettled
+// (row_status), escalated, report_failed, unknown_decision, api (status and
+// code of the API's answer, message the API's), transport (no answer),
+// protocol (an answer not the API's), unsupported (an op the runner does
+// not know) and error (anything else). At the end of stdin the runner
+// exits; an op still in flight is abandoned. A new kind of step (an
+// approval, an outbox worker's pull) is a new op; a new claim decision
+// needs none, decisions travel as strings.
 //
 // The drills (Names): slow success + client timeout; double harness resume
 // after a crash mid-pending; the model re-emitting the call with new
@@ -30,20 +79,24 @@
 //
 // A drill that cannot fail proves nothing, so each has a sabotage
 // (Options.Sabotage, for tests only): an unsafe runtime that mints a fresh
-// key per retry, ignores wait, skips Scrub or the claim, reads a 409 or a
+// key per retry, ignores wait, skips scrub or the claim, reads a 409 or a
 // 500 as "did not happen", refunds without the compensation claim, omits
-// metadata_local_id, or a resolver that does not see paged_at.
-// TestDrillsCatchSabotage runs each drill with its sabotage and requires a
-// FAIL; TestDrills requires every drill to pass.
+// metadata_local_id, or a resolver that does not see paged_at. The
+// sabotages live in the harness, made of the runtime's own operations, so
+// they work with every runtime. TestDrillsCatchSabotage runs each drill
+// with its sabotage, with each runtime that can run here, and requires a
+// FAIL; TestDrills requires every drill to pass with each runtime.
 //
 // Imports: api, client, events, events/natsserver, fixtures, ledger,
 // ledger/bolt, paging, resolver and webhooks of this module (it wires them
 // the way cmd/reconciler does), stripe-go and nats.go. Only cmd/reconciler
-// and tests import drill.
+// and tests import drill. It runs python3 or node for those runtimes.
 //
 // Concurrency: Run runs the drills one after another; each drill's
 // goroutines (the relay, runtime calls it starts, the test servers'
-// handlers) are owned by that drill and end before its Result is returned,
-// when its environment is closed in the service's shutdown order. Vendor
-// and PagerDuty are safe for concurrent use.
+// handlers, a runner's stdout and stderr readers) and its runner process
+// are owned by that drill and end before its Result is returned, when its
+// environment is closed: the runtime first (its stdin closed, killed if it
+// does not exit), then in the service's shutdown order. Vendor and
+// PagerDuty are safe for concurrent use.
 package drill

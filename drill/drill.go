@@ -26,6 +26,17 @@ type Options struct {
 	// Sabotage switches off one protection, for the tests that prove each
 	// drill fails without it (see Sabotages). Never set it otherwise.
 	Sabotage string
+	// Runtime is the agent runtime the drills drive: RuntimeGo (empty),
+	// RuntimePython or RuntimeTypeScript.
+	Runtime string
+	// ClientsDir is the repository's clients/ directory, where the Python
+	// and TypeScript runtimes' runners are (empty: FindClients from the
+	// working directory).
+	ClientsDir string
+
+	// launch starts each drill's runtime; Run sets it from Runtime (tests
+	// set it to drive a runner of their own).
+	launch launcher
 }
 
 // DefaultTimeout bounds one drill; a passing drill takes well under a second
@@ -35,7 +46,9 @@ const DefaultTimeout = 15 * time.Second
 // Result is what one drill saw.
 type Result struct {
 	Name string `json:"name"`
-	Pass bool   `json:"pass"`
+	// Runtime is the agent runtime the drill drove.
+	Runtime string `json:"runtime"`
+	Pass    bool   `json:"pass"`
 	// SideEffects is how many objects the fake vendor created (charges and
 	// refunds); Expected is how many the protection allows.
 	SideEffects int    `json:"side_effects"`
@@ -66,15 +79,26 @@ func Names() []string {
 // Run runs the drills one after another, each in a fresh environment (a
 // bbolt ledger and an embedded NATS server on a random port in a new
 // temporary directory, the real API and webhook handlers on a loopback
-// server, a fault-injecting fake vendor), and returns one Result per drill.
-// A drill that fails is a Result with Pass false; the error is for a drill
-// name that does not exist, or a ctx that ended.
+// server, a fault-injecting fake vendor, and the agent runtime o.Runtime
+// names), and returns one Result per drill. A drill that fails is a Result
+// with Pass false; the error is for a drill name that does not exist, a
+// runtime that does not exist or cannot run here (no python3, no built
+// TypeScript client), or a ctx that ended.
 func Run(ctx context.Context, o Options) ([]Result, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.Runtime == "" {
+		o.Runtime = RuntimeGo
+	}
+	if o.launch == nil {
+		var err error
+		if o.launch, err = launcherFor(o.Runtime, o.ClientsDir); err != nil {
+			return nil, fmt.Errorf("drills: %w", err)
+		}
 	}
 	for _, name := range o.Only {
 		if !slices.Contains(Names(), name) {
@@ -98,14 +122,14 @@ func runOne(ctx context.Context, d drill, o Options) Result {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	log := o.Logger.With("drill", d.name)
-	e, err := newEnv(ctx, Options{Logger: log, TempDir: o.TempDir, Sabotage: o.Sabotage})
+	log := o.Logger.With("drill", d.name, "runtime", o.Runtime)
+	e, err := newEnv(ctx, Options{Logger: log, TempDir: o.TempDir, Sabotage: o.Sabotage, launch: o.launch})
 	if err != nil {
-		return Result{Name: d.name, Detail: "environment: " + err.Error(), Seconds: time.Since(start).Seconds()}
+		return Result{Name: d.name, Runtime: o.Runtime, Detail: "environment: " + err.Error(), Seconds: time.Since(start).Seconds()}
 	}
 	defer e.close()
 	r := d.run(ctx, e)
-	r.Name = d.name
+	r.Name, r.Runtime = d.name, o.Runtime
 	r.Seconds = time.Since(start).Seconds()
 	log.Info("drill done", "pass", r.Pass, "side_effects", r.SideEffects, "expected", r.Expected)
 	return r

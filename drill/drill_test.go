@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,12 +18,35 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// TestDrills runs every drill as `reconciler drill` does: all must pass.
-func TestDrills(t *testing.T) {
-	results, err := Run(context.Background(), Options{Logger: testLogger(t), TempDir: t.TempDir()})
+// runtimeOptions are the Options that drive the named runtime, or skip the
+// test saying why that runtime cannot run here (no python3, no node, the
+// TypeScript client not built). make test-python and make test-typescript
+// run those drills through the binary, so CI never skips them.
+func runtimeOptions(t *testing.T, name string) Options {
+	t.Helper()
+	launch, err := launcherFor(name, "")
 	if err != nil {
-		t.Fatal(err)
+		t.Skipf("runtime %s cannot run here: %v", name, err)
 	}
+	return Options{Runtime: name, launch: launch, Logger: testLogger(t), TempDir: t.TempDir()}
+}
+
+// TestDrills runs every drill as `reconciler drill --runtime R` does, for
+// each runtime: all must pass.
+func TestDrills(t *testing.T) {
+	for _, rt := range Runtimes() {
+		t.Run(rt, func(t *testing.T) {
+			results, err := Run(context.Background(), runtimeOptions(t, rt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAllPass(t, results)
+		})
+	}
+}
+
+func checkAllPass(t *testing.T, results []Result) {
+	t.Helper()
 	if got, want := len(results), len(drills); got != want {
 		t.Fatalf("got %d results, want %d", got, want)
 	}
@@ -45,33 +69,49 @@ func TestDrills(t *testing.T) {
 
 // TestDrillsCatchSabotage runs each drill against the unsafe variant that
 // switches its protection off: each must FAIL, or the drill proves nothing.
+// The sabotages live in the harness, made of the runtime's own operations,
+// so each runtime runs them: a runner that dropped what a sabotage changes
+// (a claim's key, a call's receipt paths) would let its drill pass.
 func TestDrillsCatchSabotage(t *testing.T) {
-	for _, d := range drills {
-		t.Run(d.name+"/"+d.sabotage, func(t *testing.T) {
-			results, err := Run(context.Background(), Options{
-				Only: []string{d.name}, Sabotage: d.sabotage, Logger: testLogger(t), TempDir: t.TempDir(),
-			})
-			if err != nil {
-				t.Fatal(err)
+	for _, rt := range Runtimes() {
+		t.Run(rt, func(t *testing.T) {
+			if testing.Short() && rt != RuntimeGo {
+				t.Skip("-short: the sabotages run with the Go runtime only")
 			}
-			if len(results) != 1 {
-				t.Fatalf("got %d results, want 1", len(results))
+			base := runtimeOptions(t, rt)
+			for _, d := range drills {
+				t.Run(d.name+"/"+d.sabotage, func(t *testing.T) {
+					o := base
+					o.Only, o.Sabotage, o.TempDir = []string{d.name}, d.sabotage, t.TempDir()
+					checkCaught(t, o, d)
+				})
 			}
-			r := results[0]
-			if r.Pass {
-				t.Fatalf("drill passed with %s switched off (side effects %d)", d.sabotage, r.SideEffects)
-			}
-			if r.Detail == "" {
-				t.Error("a failed drill must say why")
-			}
-			// A drill that could not run has caught nothing: the failure
-			// must be one of its checks, not its set-up.
-			if strings.HasPrefix(r.Detail, "environment: ") || strings.Contains(r.Detail, "set-up: ") {
-				t.Fatalf("drill failed for another reason than %s: %s", d.sabotage, r.Detail)
-			}
-			t.Logf("caught: %s", r.Detail)
 		})
 	}
+}
+
+func checkCaught(t *testing.T, o Options, d drill) {
+	t.Helper()
+	results, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 {
+		t.Fatalf("got %d results, want 1", len(results))
+	}
+	r := results[0]
+	if r.Pass {
+		t.Fatalf("drill passed with %s switched off (side effects %d)", d.sabotage, r.SideEffects)
+	}
+	if r.Detail == "" {
+		t.Error("a failed drill must say why")
+	}
+	// A drill that could not run has caught nothing: the failure
+	// must be one of its checks, not its set-up.
+	if strings.HasPrefix(r.Detail, "environment: ") || strings.Contains(r.Detail, "set-up: ") {
+		t.Fatalf("drill failed for another reason than %s: %s", d.sabotage, r.Detail)
+	}
+	t.Logf("caught: %s", r.Detail)
 }
 
 func TestSabotagesAreDistinct(t *testing.T) {
@@ -91,6 +131,37 @@ func TestRunRefusesUnknownDrill(t *testing.T) {
 	_, err := Run(context.Background(), Options{Only: []string{"no-such-drill"}})
 	if err == nil || !strings.Contains(err.Error(), "no such drill") {
 		t.Fatalf("got %v, want a no such drill error", err)
+	}
+}
+
+// A runtime that cannot run is an error before any drill, saying what is
+// missing; no drill result pretends it ran.
+func TestRunRefusesRuntimeThatCannotRun(t *testing.T) {
+	clients := t.TempDir()
+	// A checkout whose TypeScript client was never built: the runner is
+	// there, dist/ is not.
+	unbuilt := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(unbuilt, "typescript", "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unbuilt, "typescript", "scripts", "drill-runner.mjs"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, runtime, clients, want string
+	}{
+		{"unknown", "cobol", "", `runtime "cobol": no such runtime (have go, python, typescript)`},
+		{"no python client", RuntimePython, clients, "pass the repository's clients/ directory with --clients"},
+		{"no typescript client", RuntimeTypeScript, clients, "pass the repository's clients/ directory with --clients"},
+		{"typescript not built", RuntimeTypeScript, unbuilt, "run `npm ci && npm run build` in " + filepath.Join(unbuilt, "typescript")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			results, err := Run(context.Background(), Options{Runtime: tt.runtime, ClientsDir: tt.clients})
+			if err == nil || !strings.Contains(err.Error(), tt.want) || results != nil {
+				t.Fatalf("got %v (%d results), want an error saying %q", err, len(results), tt.want)
+			}
+		})
 	}
 }
 

@@ -55,11 +55,6 @@ var drills = []drill{
 		SabotageForgetPaged, pageOnce},
 }
 
-// chargeIntent is the business intent every drill charges.
-func chargeIntent(amount int64) map[string]any {
-	return map[string]any{"amount": amount, "currency": "usd", "customer": "cus_drill"}
-}
-
 // sideEffects counts the vendor's objects into r.
 func sideEffects(e *env, r *Result, c *checker) {
 	r.SideEffects = len(e.vendor.Objects())
@@ -71,16 +66,15 @@ func sideEffects(e *env, r *Result, c *checker) {
 // answers retry_same_key, the call carries the same key, the vendor replays.
 func slowSuccess(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rc, err := e.client(client.WithCallTimeout(callTimeout))
-	if err != nil {
-		return c.abort(r, err)
-	}
-	// This agent uses stripe-go (through client.StripeBackend).
-	charge := stripeCharge(e.vendor.URL(), 1050)
+	a := e.agent("a")
+	// This agent uses its Stripe SDK where it has one (Go: stripe-go
+	// through client.StripeBackend), with a short call timeout.
+	charge := chargeCall(e.vendor.URL(), 1050, true)
+	charge.SDK, charge.TimeoutMS = sdkStripe, callTimeout.Milliseconds()
 	e.vendor.Plan(1, FaultHang)
-	claim := chargeClaim("run_d1", "call_1", chargeIntent(1050))
+	claim := chargeClaim("run_d1", "call_1", 1050, chargeIntent(1050))
 
-	first, err := rc.Do(ctx, claim, charge)
+	first, err := a.do(ctx, claim, charge)
 	c.expect(errors.Is(err, client.ErrUnsettled), "first attempt: want unsettled after the timeout, got %v", err)
 	c.expect(first.Kind == ledger.OutcomeTimeout, "first attempt reported %q, want timeout", first.Kind)
 	c.expect(first.Row.Status == ledger.StatusUnknown, "row after the timeout is %q, want unknown", first.Row.Status)
@@ -89,7 +83,7 @@ func slowSuccess(ctx context.Context, e *env) Result {
 	if e.sabotage == SabotageFreshKeyPerRetry {
 		claim.Key = freshKey("retry")
 	}
-	second, err := rc.Do(ctx, claim, charge)
+	second, err := a.do(ctx, claim, charge)
 	c.expect(err == nil, "retry: %v", err)
 	c.expect(second.Decision == ledger.DecisionRetrySameKey, "retry decision %q, want retry_same_key", second.Decision)
 	c.expect(second.Key == first.Key, "retry used another key")
@@ -98,33 +92,10 @@ func slowSuccess(ctx context.Context, e *env) Result {
 	keys := e.vendor.Keys()
 	c.expect(len(keys) == 2 && keys[0] == first.Key && keys[1] == first.Key, "vendor saw keys %v, want the ledger key twice", keys)
 	objs := e.vendor.Objects()
-	c.expect(len(objs) > 0 && objs[0].Metadata["metadata_local_id"] == first.LocalID,
+	c.expect(len(objs) > 0 && first.LocalID != "" && objs[0].Metadata["metadata_local_id"] == first.LocalID,
 		"the vendor object does not carry the row's metadata_local_id %s", first.LocalID)
 	sideEffects(e, &r, c)
 	return c.result(r)
-}
-
-// claimWatch is an http.RoundTripper on a runtime's API client that says
-// when a claim was answered wait (409), so a drill can order a second
-// runtime's claim before the first one's call returns.
-type claimWatch struct {
-	base  http.RoundTripper
-	waits chan struct{}
-}
-
-func newClaimWatch() *claimWatch {
-	return &claimWatch{base: http.DefaultTransport, waits: make(chan struct{}, 1)}
-}
-
-func (w *claimWatch) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := w.base.RoundTrip(req)
-	if err == nil && req.Method == http.MethodPost && req.URL.Path == "/v1/claims" && resp.StatusCode == http.StatusConflict {
-		select {
-		case w.waits <- struct{}{}:
-		default:
-		}
-	}
-	return resp, err
 }
 
 // run is one runtime call in its own goroutine (owned by the drill, which
@@ -144,11 +115,12 @@ func goRun(f func() (client.Outcome, error)) *run {
 	return r
 }
 
-// waitEither returns when the watched runtime was answered wait or its run
-// ended (an unsafe runtime may never wait), or ctx ended.
-func waitEither(ctx context.Context, w *claimWatch, r *run) bool {
+// waitEither returns true when waited is closed (the watch saw the agent
+// told to wait), false when the agent's run ended first (an unsafe runtime
+// may never wait) or ctx ended.
+func waitEither(ctx context.Context, waited <-chan struct{}, r *run) bool {
 	select {
-	case <-w.waits:
+	case <-waited:
 		return true
 	case <-r.done:
 		return false
@@ -163,89 +135,87 @@ func waitEither(ctx context.Context, w *claimWatch, r *run) bool {
 // the receipt when the first settles. One side effect.
 func doubleResume(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rcA, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	watch := newClaimWatch()
-	rcB, err := e.client(client.WithHTTPClient(&http.Client{Transport: watch}))
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
-	call := vendor.charge(1050, true)
-	claim := chargeClaim("run_d2", "call_1", chargeIntent(1050))
+	a, b := e.agent("a"), e.agent("b")
+	call := chargeCall(e.vendor.URL(), 1050, true)
+	claim := chargeClaim("run_d2", "call_1", 1050, chargeIntent(1050))
 
-	resp, err := rcA.Claim(ctx, claim)
-	if !c.expect(err == nil && resp.Decision == ledger.DecisionProceed, "first claim: %v %v, want proceed", resp.Decision, err) {
+	resp, err := a.claim(ctx, claim)
+	if !c.expect(err == nil && resp.Decision == ledger.DecisionProceed && resp.Row != nil,
+		"first claim: %v %v, want proceed", resp.Decision, err) {
 		return c.result(r)
 	}
 	key, localID := resp.Row.Key, resp.Row.MetadataLocalID
-	_, err = call(client.WithKey(ctx, key, localID), key, localID)
+	_, err = a.call(ctx, call, key, localID)
 	c.expect(err == nil, "first call: %v", err)
 	// The harness dies here: no report. While the lease holds, a resume is
 	// told to wait; the harness comes back after the lease has run out.
 	early := claim
 	early.ToolCallID = "call_resume_early"
-	resp, err = rcA.Claim(ctx, early)
+	resp, err = a.claim(ctx, early)
 	c.expect(err == nil && resp.Decision == ledger.DecisionWait, "resume under the lease: %s %v, want wait", resp.Decision, err)
 	e.clock.Advance(ledger.DefaultPolicy().PendingTTL + time.Minute)
 
 	e.vendor.Plan(2, FaultHold) // hold the first resume's call until the second has claimed
 	claimA, claimB := claim, claim
 	claimA.ToolCallID, claimB.ToolCallID = "call_resume_a", "call_resume_b"
-	a := goRun(func() (client.Outcome, error) { return rcA.Do(ctx, claimA, call) })
+	ra := goRun(func() (client.Outcome, error) { return a.do(ctx, claimA, call) })
 	if err := e.vendor.WaitPosts(ctx, 2); err != nil {
 		c.expect(false, "first resume never called: %v", err)
 	}
-	b := goRun(func() (client.Outcome, error) {
+	rb := goRun(func() (client.Outcome, error) {
 		if e.sabotage != SabotageIgnoreWait {
-			return rcB.Do(ctx, claimB, call)
+			return b.do(ctx, claimB, call)
 		}
 		// The unsafe harness claims but takes "wait" for "lost" and calls
 		// under an identity of its own.
-		resp, err := rcB.Claim(ctx, claimB)
+		resp, err := b.claim(ctx, claimB)
 		if err != nil || resp.Decision != ledger.DecisionWait {
 			return client.Outcome{Decision: resp.Decision}, err
 		}
-		res, err := callUnclaimed(ctx, call)
+		res, err := callUnclaimed(ctx, b, call)
 		return client.Outcome{Decision: resp.Decision, Called: true, Result: res}, err
 	})
-	waited := waitEither(ctx, watch, b)
+	waited := waitEither(ctx, e.watch.answered(b.name, ledger.DecisionWait), rb)
 	e.vendor.Release()
-	<-a.done
-	<-b.done
+	<-ra.done
+	<-rb.done
 	c.expect(waited, "the second resume was never told to wait")
-	c.expect(a.err == nil && a.out.Decision == ledger.DecisionRetrySameKey && a.out.Called,
-		"first resume: %s called=%v err=%v, want retry_same_key and a call", a.out.Decision, a.out.Called, a.err)
-	c.expect(b.err == nil && !b.out.Called && (b.out.Replayed || b.out.Waited),
-		"second resume: %s called=%v err=%v, want the stored receipt without a call", b.out.Decision, b.out.Called, b.err)
-	c.expect(b.out.ReceiptID() != "" && b.out.ReceiptID() == a.out.ReceiptID(),
-		"second resume got receipt %q, first %q", b.out.ReceiptID(), a.out.ReceiptID())
+	c.expect(ra.err == nil && ra.out.Decision == ledger.DecisionRetrySameKey && ra.out.Called,
+		"first resume: %s called=%v err=%v, want retry_same_key and a call", ra.out.Decision, ra.out.Called, ra.err)
+	c.expect(rb.err == nil && !rb.out.Called && (rb.out.Replayed || rb.out.Waited),
+		"second resume: %s called=%v err=%v, want the stored receipt without a call", rb.out.Decision, rb.out.Called, rb.err)
+	c.expect(rb.out.ReceiptID() != "" && rb.out.ReceiptID() == ra.out.ReceiptID(),
+		"second resume got receipt %q, first %q", rb.out.ReceiptID(), ra.out.ReceiptID())
 	c.expect(e.vendor.Posts() == 2, "vendor saw %d posts, want 2 (the crashed call and one resume)", e.vendor.Posts())
 	sideEffects(e, &r, c)
 	return c.result(r)
 }
 
 // 3. The model re-emits the tool call with a fresh tool_call_id and new
-// ephemeral fields (request_id, idempotency_key) that Scrub removes: the
-// intent, so the key, is the same, and the ledger replays the receipt.
+// ephemeral fields (request_id, idempotency_key) that the runtime's scrub
+// removes: the intent, so the key, is the same, and the ledger replays the
+// receipt.
 func modelReemits(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
-	scrub := e.sabotage != SabotageNoScrub
+	a := e.agent("a")
+	call := chargeCall(e.vendor.URL(), 1050, true)
 	args1 := chargeIntent(1050)
 	args1["request_id"] = "req_model_0001"
 	args2 := chargeIntent(1050)
 	args2["request_id"], args2["idempotency_key"] = "req_model_0002", "model-invented-key"
+	intent1, intent2 := args1, args2
+	if e.sabotage != SabotageNoScrub {
+		var err1, err2 error
+		intent1, err1 = a.scrub(ctx, args1)
+		intent2, err2 = a.scrub(ctx, args2)
+		if err := errors.Join(err1, err2); err != nil {
+			return c.abort(r, err)
+		}
+	}
 
-	first, err := rc.Do(ctx, chargeClaim("run_d3", "call_1", intentOf(args1, scrub)), vendor.charge(1050, true))
+	first, err := a.do(ctx, chargeClaim("run_d3", "call_1", 1050, intent1), call)
 	c.expect(err == nil && first.Row.Status == ledger.StatusSucceeded, "first call: %s %v", first.Row.Status, err)
-	second, err := rc.Do(ctx, chargeClaim("run_d3", "call_2", intentOf(args2, scrub)), vendor.charge(1050, true))
+	second, err := a.do(ctx, chargeClaim("run_d3", "call_2", 1050, intent2), call)
 	c.expect(err == nil, "re-emitted call: %v", err)
 	c.expect(second.Key == first.Key, "re-emitted call got another key")
 	c.expect(second.Decision == ledger.DecisionReplay && !second.Called,
@@ -260,27 +230,16 @@ func modelReemits(ctx context.Context, e *env) Result {
 // duplicate delivery upstream won): that is a success with that receipt.
 func conflictWithReceipt(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
+	a := e.agent("a")
 	e.vendor.Plan(1, Fault409)
-	call := vendor.charge(1050, true)
+	call := chargeCall(e.vendor.URL(), 1050, true)
 	if e.sabotage == SabotageDrop409Receipt {
-		inner := call
-		call = func(ctx context.Context, key, localID string) (client.Result, error) {
-			res, err := inner(ctx, key, localID)
-			if res.HTTPStatus == http.StatusConflict {
-				res.ReceiptID = "" // "409 is an error; its body is not ours to read"
-			}
-			return res, err
-		}
+		call.Receipt = []string{"id"} // "409 is an error; its body is not ours to read"
 	}
-	out, err := rc.Do(ctx, chargeClaim("run_d4", "call_1", chargeIntent(1050)), call)
+	out, err := a.do(ctx, chargeClaim("run_d4", "call_1", 1050, chargeIntent(1050)), call)
 	if err != nil && e.sabotage == SabotageDrop409Receipt {
 		// ...and having "failed", the unsafe runtime tries once more anew.
-		_, _ = callUnclaimed(ctx, vendor.charge(1050, true))
+		_, _ = callUnclaimed(ctx, a, chargeCall(e.vendor.URL(), 1050, true))
 	}
 	objs := e.vendor.Objects()
 	c.expect(err == nil, "call: %v", err)
@@ -293,23 +252,16 @@ func conflictWithReceipt(ctx context.Context, e *env) Result {
 
 // 5. The vendor commits and answers 500: the row is unknown, and since
 // Stripe replays a stored 500 a retry would learn nothing, so the ledger
-// says wait. The agent's retry waits on NATS; the vendor's signed webhook
-// with our local id closes the row and wakes it. One object, one POST.
+// says wait. The agent's retry waits (on NATS for the Go runtime, by long
+// poll for the others); the vendor's signed webhook with our local id
+// closes the row and wakes it. One object, one POST.
 func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	watch := newClaimWatch()
-	rcB, err := e.client(client.WithHTTPClient(&http.Client{Transport: watch}))
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
+	a, b := e.agent("a"), e.agent("b")
+	call := chargeCall(e.vendor.URL(), 1050, true)
 	e.vendor.Plan(1, Fault500)
-	claim := chargeClaim("run_d5", "call_1", chargeIntent(1050))
-	first, err := rc.Do(ctx, claim, vendor.charge(1050, true))
+	claim := chargeClaim("run_d5", "call_1", 1050, chargeIntent(1050))
+	first, err := a.do(ctx, claim, call)
 	c.expect(errors.Is(err, client.ErrUnsettled), "first call: want unsettled after a 500, got %v", err)
 	c.expect(first.Row.Status == ledger.StatusUnknown, "row after the 500 is %q, want unknown", first.Row.Status)
 
@@ -317,8 +269,8 @@ func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 	if e.sabotage == SabotageFreshKeyAfter5xx {
 		claim.Key = freshKey("after500")
 	}
-	retry := goRun(func() (client.Outcome, error) { return rcB.Do(ctx, claim, vendor.charge(1050, true)) })
-	waited := waitEither(ctx, watch, retry)
+	retry := goRun(func() (client.Outcome, error) { return b.do(ctx, claim, call) })
+	waited := waitEither(ctx, e.watch.answered(b.name, ledger.DecisionWait), retry)
 	c.expect(waited, "the retry was never told to wait")
 	objs := e.vendor.Objects()
 	if c.expect(len(objs) > 0, "vendor holds no object") {
@@ -328,7 +280,7 @@ func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 	}
 	<-retry.done
 	c.expect(retry.err == nil && !retry.out.Called, "retry: called=%v err=%v, want the receipt without a call", retry.out.Called, retry.err)
-	row, err := rc.Get(ctx, first.Key)
+	row, err := e.ledger.Get(ctx, first.Key)
 	c.expect(err == nil && row.Status == ledger.StatusSucceeded && row.Resolution != nil && row.Resolution.Source == ledger.SourceWebhook,
 		"row %s (%v), want succeeded by the webhook", row.Status, err)
 	c.expect(len(objs) > 0 && row.UpstreamReceiptID == objs[0].ID, "row receipt %q", row.UpstreamReceiptID)
@@ -341,24 +293,20 @@ func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 // fingerprint_mismatch, and the vendor is not called.
 func sameKeyDifferentAmount(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
-	claim := chargeClaim("run_d6", "call_1", chargeIntent(1050))
+	a := e.agent("a")
+	claim := chargeClaim("run_d6", "call_1", 1050, chargeIntent(1050))
 	claim.Key = "order_1042"
-	_, err = rc.Do(ctx, claim, vendor.charge(1050, true))
+	_, err := a.do(ctx, claim, chargeCall(e.vendor.URL(), 1050, true))
 	c.expect(err == nil, "first charge: %v", err)
 
-	other := chargeClaim("run_d6", "call_2", chargeIntent(2000))
+	other := chargeClaim("run_d6", "call_2", 2000, chargeIntent(2000))
 	other.Key = "order_1042"
 	var second client.Outcome
 	if e.sabotage == SabotageSkipClaim {
-		_, err = callUnclaimed(ctx, vendor.charge(2000, true))
+		_, err = callUnclaimed(ctx, a, chargeCall(e.vendor.URL(), 2000, true))
 		second.Called = true
 	} else {
-		second, err = rc.Do(ctx, other, vendor.charge(2000, true))
+		second, err = a.do(ctx, other, chargeCall(e.vendor.URL(), 2000, true))
 	}
 	var apiErr *client.Error
 	c.expect(errors.Is(err, client.ErrFingerprintMismatch) && errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity,
@@ -373,39 +321,30 @@ func sameKeyDifferentAmount(ctx context.Context, e *env) Result {
 // succeeds, two refund requests at once make one refund.
 func compensationOnce(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 2}, &checker{} // the charge and one refund
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
+	a := e.agent("a")
 	e.vendor.Plan(1, FaultHold)
-	keyc := make(chan string, 1)
-	charge := vendor.charge(1050, true)
 	ch := goRun(func() (client.Outcome, error) {
-		return rc.Do(ctx, chargeClaim("run_d7", "call_1", chargeIntent(1050)),
-			func(ctx context.Context, key, localID string) (client.Result, error) {
-				keyc <- key
-				return charge(ctx, key, localID)
-			})
+		return a.do(ctx, chargeClaim("run_d7", "call_1", 1050, chargeIntent(1050)), chargeCall(e.vendor.URL(), 1050, true))
 	})
-	var key string
 	select {
-	case key = <-keyc:
+	case <-e.watch.answered(a.name, ledger.DecisionProceed):
+	case <-ch.done:
 	case <-ctx.Done():
 	}
+	key := e.watch.key(a.name, ledger.DecisionProceed)
 	if err := e.vendor.WaitPosts(ctx, 1); err != nil {
 		c.expect(false, "charge never reached the vendor: %v", err)
 	}
 	// The charge is in flight (committed at the vendor, answer held): the
 	// row is pending and a refund must be refused.
 	if e.sabotage != SabotageCompensateUnclaimed {
-		_, err = rc.Compensate(ctx, key, "refund")
+		_, err := a.compensate(ctx, key, "refund")
 		c.expect(errors.Is(err, client.ErrCompensationPending), "refund while pending: %v, want 409 compensation_pending", err)
 	}
 	e.vendor.Release()
 	<-ch.done
 	c.expect(ch.err == nil && ch.out.Row.Status == ledger.StatusSucceeded, "charge: %s %v", ch.out.Row.Status, ch.err)
-	pi := ch.out.ReceiptID()
+	refund := refundCall(e.vendor.URL(), ch.out.ReceiptID())
 
 	// Two refund requests at once (two agents, or a retried tool call).
 	var wg sync.WaitGroup
@@ -414,10 +353,10 @@ func compensationOnce(ctx context.Context, e *env) Result {
 	for i := range 2 {
 		wg.Go(func() {
 			if e.sabotage == SabotageCompensateUnclaimed {
-				_, errs[i] = callUnclaimed(ctx, vendor.refund(pi))
+				_, errs[i] = callUnclaimed(ctx, a, refund)
 				return
 			}
-			rows[i], errs[i] = compensate(ctx, rc, vendor, key, pi)
+			rows[i], errs[i] = compensate(ctx, a, refund, key)
 		})
 	}
 	wg.Wait()
@@ -428,7 +367,7 @@ func compensationOnce(ctx context.Context, e *env) Result {
 		c.expect(rows[0].Key == rows[1].Key && rows[0].Status == ledger.StatusSucceeded && rows[1].Status == ledger.StatusSucceeded,
 			"refund rows %s/%s %s/%s, want one succeeded compensation row", rows[0].Key, rows[0].Status, rows[1].Key, rows[1].Status)
 		// A third request finds the first compensation row.
-		resp, err := rc.Compensate(ctx, key, "refund")
+		resp, err := a.compensate(ctx, key, "refund")
 		c.expect(err == nil && resp.Decision == ledger.DecisionReplay && resp.Key() == rows[0].Key,
 			"third refund request: %s %v, want replay of the first", resp.Decision, err)
 	}
@@ -440,27 +379,30 @@ func compensationOnce(ctx context.Context, e *env) Result {
 // compensate is the runtime's refund: claim the compensation key; call on
 // proceed or retry_same_key and report; on wait, wait for the row to settle;
 // on replay, the stored row is the answer.
-func compensate(ctx context.Context, rc *client.Client, vendor *vendorAPI, key, pi string) (ledger.Row, error) {
-	resp, err := rc.Compensate(ctx, key, "refund")
+func compensate(ctx context.Context, a *agent, refund vendorCall, key string) (ledger.Row, error) {
+	resp, err := a.compensate(ctx, key, "refund")
 	if err != nil {
 		return ledger.Row{}, err
+	}
+	if resp.Row == nil {
+		return ledger.Row{}, fmt.Errorf("compensation decided %s without a row", resp.Decision)
 	}
 	row := *resp.Row
 	switch resp.Decision {
 	case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
-		res, callErr := vendor.refund(pi)(client.WithKey(ctx, row.Key, row.MetadataLocalID), row.Key, row.MetadataLocalID)
+		res, callErr := a.call(ctx, refund, row.Key, row.MetadataLocalID)
 		rep := client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: res.HTTPStatus, ReceiptID: res.ReceiptID, Headers: res.Headers}
 		if res.HTTPStatus == 0 {
 			rep = client.OutcomeReport{Kind: ledger.OutcomeNetworkError}
 		}
-		row, err = rc.ReportOutcome(ctx, row.Key, rep)
+		row, err = a.report(ctx, row.Key, rep)
 		if err != nil {
 			return row, errors.Join(err, callErr)
 		}
 	case ledger.DecisionWait:
 		err = poll(ctx, func() (bool, error) {
 			var gerr error
-			row, gerr = rc.Get(ctx, row.Key)
+			row, gerr = a.get(ctx, row.Key)
 			return !row.Status.Open(), gerr
 		})
 		if err != nil {
@@ -473,39 +415,43 @@ func compensate(ctx context.Context, rc *client.Client, vendor *vendorAPI, key, 
 	return row, nil
 }
 
-// 8. The vendor's webhook lands while the row is pending (the runtime's call
-// has the answer but has not reported): the webhook settles the row; the
-// late report changes nothing. One transition, one event on NATS.
+// hookSeen is what drill 8's vendor hook saw, handed to the drill.
+type hookSeen struct {
+	status int
+	result string
+	err    error
+	before ledger.Row
+}
+
+// 8. The vendor's webhook lands while the row is pending (the vendor has
+// committed, the runtime has not reported): the webhook settles the row;
+// the late report changes nothing. One transition, one event on NATS.
 func webhookBeforeReport(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
+	a := e.agent("a")
+	seen := make(chan hookSeen, 1)
+	// The vendor's webhook beats the answer, so the runtime's own report.
+	e.vendor.OnCommit(1, func(ctx context.Context, key string, obj Object) {
+		var h hookSeen
+		h.status, h.result, h.err = e.webhook(ctx, obj.ID)
+		h.before, _ = e.ledger.Get(ctx, key)
+		seen <- h
+	})
+	out, err := a.do(ctx, chargeClaim("run_d8", "call_1", 1050, chargeIntent(1050)),
+		chargeCall(e.vendor.URL(), 1050, e.sabotage != SabotageNoLocalID))
+	var h hookSeen
+	select {
+	case h = <-seen:
+	default:
+		h.err = errors.New("the vendor never committed")
 	}
-	vendor := newVendorAPI(e.vendor.URL())
-	charge := vendor.charge(1050, e.sabotage != SabotageNoLocalID)
-	var hookStatus int
-	var hookResult string
-	var hookErr error
-	var before ledger.Row
-	call := func(ctx context.Context, key, localID string) (client.Result, error) {
-		res, err := charge(ctx, key, localID)
-		if err != nil {
-			return res, err
-		}
-		// The vendor's webhook beats the runtime's own report.
-		hookStatus, hookResult, hookErr = e.webhook(ctx, res.ReceiptID)
-		before, _ = rc.Get(ctx, key)
-		return res, nil
-	}
-	out, err := rc.Do(ctx, chargeClaim("run_d8", "call_1", chargeIntent(1050)), call)
-	c.expect(hookErr == nil && hookStatus == http.StatusOK && hookResult == string(ledger.IngestAccepted),
-		"webhook answered %d %q (%v), want 200 accepted", hookStatus, hookResult, hookErr)
-	c.expect(before.Status == ledger.StatusSucceeded && before.Resolution != nil && before.Resolution.Source == ledger.SourceWebhook,
-		"row before the report is %q, want succeeded by the webhook", before.Status)
+	c.expect(h.err == nil && h.status == http.StatusOK && h.result == string(ledger.IngestAccepted),
+		"webhook answered %d %q (%v), want 200 accepted", h.status, h.result, h.err)
+	c.expect(h.before.Status == ledger.StatusSucceeded && h.before.Resolution != nil && h.before.Resolution.Source == ledger.SourceWebhook,
+		"row before the report is %q, want succeeded by the webhook", h.before.Status)
 	c.expect(err == nil && out.Row.Status == ledger.StatusSucceeded, "late report: %s %v", out.Row.Status, err)
 	c.expect(out.Row.Resolution != nil && out.Row.Resolution.Source == ledger.SourceWebhook &&
-		out.Row.SucceededAt.Equal(before.SucceededAt), "the late report moved the row again")
+		out.Row.SucceededAt.Equal(h.before.SucceededAt), "the late report moved the row again")
 	counts, err := e.eventCounts(ctx, "run_d8")
 	c.expect(err == nil && len(counts) == 1 && counts[string(ledger.StatusSucceeded)] == 1,
 		"events on NATS %v (%v), want one succeeded", counts, err)
@@ -531,13 +477,9 @@ func (f forgetPaged) Due(ctx context.Context, now time.Time, limit int) ([]ledge
 // a fake) passes several times: one page, one escalated event.
 func pageOnce(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 0}, &checker{}
-	rc, err := e.client()
-	if err != nil {
-		return c.abort(r, err)
-	}
-	vendor := newVendorAPI(e.vendor.URL())
+	a := e.agent("a")
 	e.vendor.Plan(1, FaultDrop)
-	out, err := rc.Do(ctx, chargeClaim("run_d9", "call_1", chargeIntent(1050)), vendor.charge(1050, true))
+	out, err := a.do(ctx, chargeClaim("run_d9", "call_1", 1050, chargeIntent(1050)), chargeCall(e.vendor.URL(), 1050, true))
 	c.expect(errors.Is(err, client.ErrUnsettled) && out.Row.Status == ledger.StatusUnknown,
 		"call on a dropped connection: %s %v, want unknown", out.Row.Status, err)
 
@@ -572,7 +514,7 @@ func pageOnce(ctx context.Context, e *env) Result {
 	triggers := pd.Triggers()
 	c.expect(len(triggers) == 1 && triggers[0] == paging.DedupKey(tenant, out.Key),
 		"pagerduty got %d triggers in %d passes, want 1 for %s", len(triggers), passes, paging.DedupKey(tenant, out.Key))
-	row, err := rc.Get(ctx, out.Key)
+	row, err := e.ledger.Get(ctx, out.Key)
 	c.expect(err == nil && !row.PagedAt.IsZero() && row.Status == ledger.StatusUnknown,
 		"row %s paged_at=%v (%v), want unknown and paged", row.Status, row.PagedAt, err)
 	counts, err := e.eventCounts(ctx, "run_d9")

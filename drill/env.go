@@ -54,8 +54,9 @@ func (c *clock) Advance(d time.Duration) {
 
 // env is one drill's world: a bbolt ledger and an embedded NATS server in a
 // fresh temporary directory, the outbox relay, the real API with the
-// webhook handlers on a loopback server, and the fake vendor. close tears
-// it down in the service's shutdown order.
+// webhook handlers on a loopback server, the watch in front of it, the
+// fake vendor, and the agent runtime under test. close tears it down in
+// the service's shutdown order, the runtime first.
 type env struct {
 	dir      string
 	clock    *clock
@@ -73,11 +74,20 @@ type env struct {
 	apiSrv *httptest.Server
 	vendor *Vendor
 	hc     *http.Client
+	// watch is the agents' way to the API; rt is the runtime whose agents
+	// the drill drives (env.agent); ledger is the harness's own view of the
+	// rows, straight to the API, so what a drill checks never depends on
+	// the runtime it checks.
+	watch  *apiWatch
+	rt     runtime
+	ledger *client.Client
 
 	relayStop context.CancelFunc
 	relayDone chan error
 }
 
+// newEnv builds a drill's world and starts the runtime o.launch makes
+// (the Go runtime when it is nil).
 func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	dir, err := os.MkdirTemp(o.TempDir, "reconciler-drill-*")
 	if err != nil {
@@ -146,14 +156,36 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	wh.Register(srv.Echo())
 	e.apiSrv = httptest.NewServer(srv.Handler())
 	e.vendor = NewVendor(e.clock.Now)
+	if e.ledger, err = client.New(e.apiSrv.URL, tenantToken, client.WithLogger(e.log)); err != nil {
+		return e, err
+	}
+	if e.watch, err = newAPIWatch(e.apiSrv.URL, e.log); err != nil {
+		return e, err
+	}
+	launch := o.launch
+	if launch == nil {
+		launch = launchGo
+	}
+	e.rt, err = launch(ctx, runtimeEnv{URL: e.watch.agentsURL(), Token: tenantToken, JS: e.rjs, Log: e.log})
+	if err != nil {
+		return e, fmt.Errorf("start the runtime: %w", err)
+	}
 	return e, nil
 }
 
-// close stops everything in the service's order: HTTP intake, the relay,
-// NATS, the store; then removes the directory.
+// close stops everything in the service's order: the agents, HTTP intake,
+// the relay, NATS, the store; then removes the directory.
 func (e *env) close() {
+	if e.rt != nil {
+		if err := e.rt.close(); err != nil {
+			e.log.Warn("runtime did not end cleanly", "err", err)
+		}
+	}
 	if e.vendor != nil {
 		e.vendor.Close()
+	}
+	if e.watch != nil {
+		e.watch.close()
 	}
 	if e.apiSrv != nil {
 		e.apiSrv.CloseClientConnections()
@@ -178,17 +210,6 @@ func (e *env) close() {
 		_ = e.store.Close()
 	}
 	_ = os.RemoveAll(e.dir)
-}
-
-// client is the agent runtime's SDK client: waits on NATS, short polls so a
-// drill never sits on a long poll, and extra options per drill.
-func (e *env) client(opts ...client.Option) (*client.Client, error) {
-	base := []client.Option{
-		client.WithNATS(e.rjs), client.WithPollInterval(50 * time.Millisecond),
-		client.WithWait(2 * time.Second), client.WithLogger(e.log),
-		client.WithRetries(2, 20*time.Millisecond),
-	}
-	return client.New(e.apiSrv.URL, tenantToken, append(base, opts...)...)
 }
 
 // runtimeUser makes the drill tenant's NATS key pair, writes its seed file

@@ -2,160 +2,261 @@ package drill
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strconv"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/stripe/stripe-go/v79"
-	stripeclient "github.com/stripe/stripe-go/v79/client"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// The tool every drill's agent calls.
+// The agent runtimes a drill can drive (Options.Runtime).
 const (
-	toolCharge = "stripe.payment_intents.create"
-	formType   = "application/x-www-form-urlencoded"
+	// RuntimeGo is the Go SDK (client/), in-process, waiting on NATS.
+	RuntimeGo = "go"
+	// RuntimePython is clients/python (reconciler_client) through its
+	// runner, clients/python/drill_runner.py; it needs python3.
+	RuntimePython = "python"
+	// RuntimeTypeScript is clients/typescript (@reconciler/client, its
+	// built dist/) through its runner, clients/typescript/scripts/drill-runner.mjs;
+	// it needs node.
+	RuntimeTypeScript = "typescript"
 )
 
-// vendorAPI is the runtime's HTTP client for the fake vendor. Its
-// transport is client.Transport: every write carries the ledger key of the
-// call's context as Idempotency-Key, and a write without one is refused.
-type vendorAPI struct {
-	base string
-	hc   *http.Client
+// Runtimes lists the runtime names Options.Runtime takes.
+func Runtimes() []string { return []string{RuntimeGo, RuntimePython, RuntimeTypeScript} }
+
+// runtime is an agent runtime as the drills drive it: run performs one op
+// and returns the runtime's answer, whose Error is how the op failed in
+// the runtime's terms. run's own error is the runtime failing (a runner
+// that died, a ctx that ended), never the op's outcome. Safe for
+// concurrent use: the drills run several agents' ops at once.
+type runtime interface {
+	run(ctx context.Context, o op) (reply, error)
+	close() error
 }
 
-func newVendorAPI(base string) *vendorAPI {
-	return &vendorAPI{base: base, hc: &http.Client{Transport: &client.Transport{Header: "Idempotency-Key"}}}
+// runtimeEnv is what a runtime is started with: where its agents find the
+// API (agent a's base URL is URL + "/a"), the tenant's token, and the
+// tenant's JetStream for the Go runtime's waits (the other clients wait
+// by long poll only).
+type runtimeEnv struct {
+	URL   string
+	Token string
+	JS    jetstream.JetStream
+	Log   *slog.Logger
 }
 
-// post sends one form write and turns the answer into a client.Result: the
-// object id of a 2xx, or the resource a 409 "already exists" names. An
-// answer that is not a 2xx is also an error (with its status in the Result).
-func (v *vendorAPI) post(ctx context.Context, path string, form url.Values) (client.Result, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.base+path, strings.NewReader(form.Encode()))
+// The client settings every runtime's agents use: short polls and waits
+// so a drill never sits on a long poll, few and quick retries.
+const (
+	agentPollMS    = 50
+	agentWaitMS    = 2000
+	agentRetries   = 2
+	agentBackoffMS = 20
+)
+
+// launcher starts the runtime of one drill environment.
+type launcher func(ctx context.Context, re runtimeEnv) (runtime, error)
+
+func launchGo(_ context.Context, re runtimeEnv) (runtime, error) { return newGoRuntime(re), nil }
+
+// launcherFor checks that the named runtime can run here and returns how
+// to start it. clientsDir is the repository's clients/ directory (empty:
+// FindClients from the working directory); only python and typescript
+// read it.
+func launcherFor(name, clientsDir string) (launcher, error) {
+	if name == "" || name == RuntimeGo {
+		return launchGo, nil
+	}
+	if !slices.Contains(Runtimes(), name) {
+		return nil, fmt.Errorf("runtime %q: no such runtime (have %s)", name, strings.Join(Runtimes(), ", "))
+	}
+	if clientsDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("runtime %s: %w", name, err)
+		}
+		if clientsDir, err = FindClients(wd); err != nil {
+			return nil, fmt.Errorf("runtime %s: %w", name, err)
+		}
+	}
+	spec, err := runnerFor(name, clientsDir)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", name, err)
+	}
+	return func(ctx context.Context, re runtimeEnv) (runtime, error) { return startRunner(ctx, spec, re) }, nil
+}
+
+// CheckRuntime reports why the named runtime cannot run here (an unknown
+// name, no python3 or node on PATH, no clients/ directory, the TypeScript
+// client not built), or nil when it can. clientsDir is as Options.ClientsDir.
+func CheckRuntime(name, clientsDir string) error {
+	_, err := launcherFor(name, clientsDir)
+	return err
+}
+
+// runnerFor is the command of a runtime's runner, once what it needs is
+// found: the interpreter on PATH and the client's files under clientsDir.
+func runnerFor(name, clientsDir string) (runnerSpec, error) {
+	var (
+		bin, script, hint string
+		needs             []string
+		env               []string
+	)
+	switch name {
+	case RuntimePython:
+		bin, script = "python3", filepath.Join(clientsDir, "python", "drill_runner.py")
+		needs = []string{filepath.Join(clientsDir, "python", "reconciler_client", "__init__.py")}
+		hint = "the Python client is missing: pass the repository's clients/ directory with --clients"
+		// Importing the client must not write __pycache__ into the tree.
+		env = []string{"PYTHONDONTWRITEBYTECODE=1"}
+	case RuntimeTypeScript:
+		bin, script = "node", filepath.Join(clientsDir, "typescript", "scripts", "drill-runner.mjs")
+		needs = []string{filepath.Join(clientsDir, "typescript", "dist", "index.js")}
+		hint = "the TypeScript client is not built: run `npm ci && npm run build` in " + filepath.Join(clientsDir, "typescript")
+	}
+	if _, err := os.Stat(script); err != nil {
+		return runnerSpec{}, fmt.Errorf("no runner %s: pass the repository's clients/ directory with --clients", script)
+	}
+	for _, f := range needs {
+		if _, err := os.Stat(f); err != nil {
+			return runnerSpec{}, fmt.Errorf("%s is missing: %s", f, hint)
+		}
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return runnerSpec{}, fmt.Errorf("needs %s on PATH: %w", bin, err)
+	}
+	return runnerSpec{runtime: name, path: path, args: []string{script}, env: env}, nil
+}
+
+// FindClients returns the clients/ directory of the repository that holds
+// dir: dir/clients or that of the nearest parent, the first that has one of
+// the runners (clients/python/drill_runner.py,
+// clients/typescript/scripts/drill-runner.mjs).
+func FindClients(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		c := filepath.Join(d, "clients")
+		for _, runner := range []string{"python/drill_runner.py", "typescript/scripts/drill-runner.mjs"} {
+			if _, err := os.Stat(filepath.Join(c, runner)); err == nil {
+				return c, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no clients/ directory with a drill runner in %s or above: run from the repository or pass --clients DIR", dir)
+		}
+	}
+}
+
+// agent is one agent of a drill: a client instance of the drill's
+// runtime, named so that the watch tells agents apart. Its methods are the
+// runtime's ops, answered in the Go SDK's types and errors whatever the
+// runtime: an UnsettledError matches client.ErrUnsettled, a 422 is a
+// *client.Error matching client.ErrFingerprintMismatch, and so on.
+type agent struct {
+	rt   runtime
+	name string
+}
+
+func (e *env) agent(name string) *agent { return &agent{rt: e.rt, name: name} }
+
+func (a *agent) run(ctx context.Context, o op) (reply, error) {
+	o.Agent = a.name
+	ans, err := a.rt.run(ctx, o)
+	if err != nil {
+		return reply{}, fmt.Errorf("agent %s: %s: %w", a.name, o.Op, err)
+	}
+	return ans, nil
+}
+
+// do runs claim under the ledger with call as its vendor call: the SDK's Do.
+func (a *agent) do(ctx context.Context, claim client.ClaimRequest, call vendorCall) (client.Outcome, error) {
+	ans, err := a.run(ctx, op{Op: opDo, Claim: &claim, Call: &call})
+	if err != nil {
+		return client.Outcome{}, err
+	}
+	return ans.Outcome.outcome(), ans.Error.err()
+}
+
+// claim asks once and calls nothing (a harness resuming by hand).
+func (a *agent) claim(ctx context.Context, claim client.ClaimRequest) (client.ClaimResponse, error) {
+	ans, err := a.run(ctx, op{Op: opClaim, Claim: &claim})
+	if err != nil {
+		return client.ClaimResponse{}, err
+	}
+	return ans.Claim.response(), ans.Error.err()
+}
+
+// call makes the vendor call alone with key and localID: the call a
+// harness made before it crashed, or an unsafe runtime's. An error means
+// no answer came.
+func (a *agent) call(ctx context.Context, call vendorCall, key, localID string) (client.Result, error) {
+	ans, err := a.run(ctx, op{Op: opCall, Call: &call, Key: key, LocalID: localID})
 	if err != nil {
 		return client.Result{}, err
 	}
-	req.Header.Set("Content-Type", formType)
-	resp, err := v.hc.Do(req)
+	var res client.Result
+	if ans.Result != nil {
+		res = ans.Result.result()
+	}
+	return res, ans.Error.err()
+}
+
+// report reports one call's outcome for key.
+func (a *agent) report(ctx context.Context, key string, rep client.OutcomeReport) (ledger.Row, error) {
+	ans, err := a.run(ctx, op{Op: opReport, Key: key, Outcome: &rep})
 	if err != nil {
-		return client.Result{}, fmt.Errorf("post %s: %w", path, err)
+		return ledger.Row{}, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return rowOf(ans), ans.Error.err()
+}
+
+// compensate claims the compensation action of key.
+func (a *agent) compensate(ctx context.Context, key, action string) (client.ClaimResponse, error) {
+	ans, err := a.run(ctx, op{Op: opCompensate, Key: key, Action: action})
 	if err != nil {
-		// The status arrived: the vendor answered, whatever the body says.
-		return client.ResultFromResponse(resp, ""), fmt.Errorf("post %s: read answer: %w", path, err)
+		return client.ClaimResponse{}, err
 	}
-	if resp.StatusCode/100 == 2 {
-		var obj Object
-		if err := json.Unmarshal(data, &obj); err != nil {
-			return client.ResultFromResponse(resp, ""), fmt.Errorf("post %s: decode answer: %w", path, err)
-		}
-		return client.ResultFromResponse(resp, obj.ID), nil
+	return ans.Claim.response(), ans.Error.err()
+}
+
+// get reads the row of key.
+func (a *agent) get(ctx context.Context, key string) (ledger.Row, error) {
+	ans, err := a.run(ctx, op{Op: opGet, Key: key})
+	if err != nil {
+		return ledger.Row{}, err
 	}
-	var se stripeErrorBody
-	_ = json.Unmarshal(data, &se)
-	return client.ResultFromResponse(resp, se.Error.ResourceID),
-		fmt.Errorf("post %s: vendor answered %d %s", path, resp.StatusCode, se.Error.Code)
+	return rowOf(ans), ans.Error.err()
 }
 
-// chargeForm is the PaymentIntent request: amount, currency, customer.
-func chargeForm(amount int64) url.Values {
-	return url.Values{"amount": {strconv.FormatInt(amount, 10)}, "currency": {"usd"}, "customer": {"cus_drill"}}
-}
-
-// charge is the agent's vendor call for a PaymentIntent as client.Do runs
-// it: the key travels in ctx to the transport, and the local id goes into
-// metadata so a webhook or a search can find the row — unless withLocalID
-// is false (the sabotage that forgets it).
-func (v *vendorAPI) charge(amount int64, withLocalID bool) client.CallFunc {
-	return func(ctx context.Context, key, localID string) (client.Result, error) {
-		form := chargeForm(amount)
-		if withLocalID {
-			form.Set("metadata[metadata_local_id]", localID)
-		}
-		return v.post(ctx, "/v1/payment_intents", form)
+// scrub is what the runtime does with a model's tool-call arguments
+// before they become an intent.
+func (a *agent) scrub(ctx context.Context, args map[string]any) (map[string]any, error) {
+	ans, err := a.run(ctx, op{Op: opScrub, Args: args})
+	if err != nil {
+		return nil, err
 	}
-}
-
-// refund is the compensation's vendor call.
-func (v *vendorAPI) refund(paymentIntent string) client.CallFunc {
-	return func(ctx context.Context, key, localID string) (client.Result, error) {
-		form := url.Values{"payment_intent": {paymentIntent}, "metadata[metadata_local_id]": {localID}}
-		return v.post(ctx, "/v1/refunds", form)
+	if ans.Error == nil && ans.Args == nil {
+		return nil, errors.New("scrub: the runtime answered no arguments")
 	}
+	return ans.Args, ans.Error.err()
 }
 
-// chargeClaim is the claim of one charge: the intent holds only what
-// defines the side effect, and the request envelope lets the resolver
-// replay it with the same key.
-func chargeClaim(runID, toolCallID string, intent map[string]any) client.ClaimRequest {
-	amount, _ := intent["amount"].(int64)
-	return client.ClaimRequest{
-		RunID: runID, Tool: toolCharge, ToolCallID: toolCallID,
-		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
-		Intent: intent,
-		Request: &ledger.Request{
-			Method: http.MethodPost, Path: "/v1/payment_intents", ContentType: formType,
-			Body: chargeForm(amount).Encode(),
-		},
-		Expect: &ledger.Expect{Amount: amount, Currency: "usd"},
+func rowOf(ans reply) ledger.Row {
+	if ans.Row == nil {
+		return ledger.Row{}
 	}
-}
-
-// intentOf is what the runtime does with a model's tool-call arguments: it
-// scrubs the fields a model may invent (request ids, idempotency keys) so a
-// re-emitted call with fresh ephemera is still the same intent.
-func intentOf(args map[string]any, scrub bool) map[string]any {
-	if scrub {
-		return client.Scrub(args)
-	}
-	return args
-}
-
-// freshKey is what an unsafe retry layer does: a new identity per attempt.
-func freshKey(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "_" + hex.EncodeToString(b[:])
-}
-
-// callUnclaimed is an unsafe runtime's call: no claim, a fresh key, nothing
-// reported. It is only used by sabotaged drills.
-func callUnclaimed(ctx context.Context, call client.CallFunc) (client.Result, error) {
-	key := freshKey("unsafe")
-	return call(client.WithKey(ctx, key, "rl_"+key), key, "rl_"+key)
-}
-
-// stripeCharge is the same PaymentIntent call made the way most runtimes
-// would make it, with stripe-go, through client.StripeBackend: it sets the
-// ledger key as the Idempotency-Key explicitly (stripe-go would mint a
-// random one) and metadata[metadata_local_id]. stripe-go's own network
-// retries are off: the ledger decides about retries, with the same key.
-func stripeCharge(base string, amount int64) client.CallFunc {
-	inner := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-		URL:               stripe.String(base),
-		MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-	})
-	sc := &stripeclient.API{}
-	sc.Init("sk_test_drill", &stripe.Backends{API: client.NewStripeBackend(inner)})
-	return func(ctx context.Context, _, _ string) (client.Result, error) {
-		params := &stripe.PaymentIntentParams{
-			Amount: stripe.Int64(amount), Currency: stripe.String("usd"), Customer: stripe.String("cus_drill"),
-		}
-		params.Context = ctx // carries the key and the local id to StripeBackend
-		pi, err := sc.PaymentIntents.New(params)
-		return client.StripeResult(pi, err)
-	}
+	return *ans.Row
 }

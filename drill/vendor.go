@@ -81,9 +81,10 @@ type Vendor struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	posts   int               // every POST, replays and refused ones included
-	keys    []string          // Idempotency-Key of every POST, in order
-	plan    map[int]Fault     // POST number (1-based) → fault
+	posts   int           // every POST, replays and refused ones included
+	keys    []string      // Idempotency-Key of every POST, in order
+	plan    map[int]Fault // POST number (1-based) → fault
+	hooks   map[int]CommitHook
 	answers map[string]answer // Idempotency-Key → stored answer
 	objects []Object
 	nextID  int
@@ -97,7 +98,7 @@ type Vendor struct {
 // and webhook signatures (the drill's clock).
 func NewVendor(now func() time.Time) *Vendor {
 	v := &Vendor{
-		now: now, plan: map[int]Fault{}, answers: map[string]answer{},
+		now: now, plan: map[int]Fault{}, hooks: map[int]CommitHook{}, answers: map[string]answer{},
 		release: make(chan struct{}), closed: make(chan struct{}), arrived: make(chan struct{}, 1),
 	}
 	mux := http.NewServeMux()
@@ -130,6 +131,21 @@ func (v *Vendor) Plan(n int, f Fault) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.plan[n] = f
+}
+
+// CommitHook runs inside the vendor between its commit and its answer:
+// key is the POST's Idempotency-Key, obj the object it created.
+type CommitHook func(ctx context.Context, key string, obj Object)
+
+// OnCommit has the n-th POST (1-based) run hook after it committed a new
+// object and before its answer leaves, which is how a drill makes the
+// vendor's webhook win the race against the runtime's own report whatever
+// language the runtime is written in. A POST that creates nothing (a
+// replay, a refusal, a drop) does not run it.
+func (v *Vendor) OnCommit(n int, hook CommitHook) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hooks[n] = hook
 }
 
 // Release lets every held answer (FaultHold) go, now and later.
@@ -194,7 +210,7 @@ func (v *Vendor) create(kind, prefix string) http.HandlerFunc {
 		v.mu.Lock()
 		v.posts++
 		n := v.posts
-		fault := v.plan[n]
+		fault, hook := v.plan[n], v.hooks[n]
 		key := r.Header.Get("Idempotency-Key")
 		v.keys = append(v.keys, key)
 		v.mu.Unlock()
@@ -211,7 +227,10 @@ func (v *Vendor) create(kind, prefix string) http.HandlerFunc {
 			writeStripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "unparsable form body", "")
 			return
 		}
-		ans, replayed := v.commit(kind, prefix, key, r.PostForm, fault)
+		ans, obj, replayed := v.commit(kind, prefix, key, r.PostForm, fault)
+		if hook != nil && obj != nil {
+			hook(r.Context(), key, *obj)
+		}
 		switch fault {
 		case FaultHang:
 			// The object is committed; the answer never comes in time.
@@ -244,14 +263,16 @@ func (v *Vendor) create(kind, prefix string) http.HandlerFunc {
 
 // commit creates the object (unless the key was seen, or the fault refuses
 // it) and stores the answer under the key, all under the lock, before any
-// answer leaves: a vendor commits first and answers second.
-func (v *Vendor) commit(kind, prefix, key string, form url.Values, fault Fault) (answer, bool) {
+// answer leaves: a vendor commits first and answers second. It returns the
+// object it created (nil for none) and whether the answer is a replay.
+func (v *Vendor) commit(kind, prefix, key string, form url.Values, fault Fault) (answer, *Object, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if a, ok := v.answers[key]; ok && key != "" {
-		return a, true
+		return a, nil, true
 	}
 	var a answer
+	var created *Object
 	switch fault {
 	case Fault400:
 		a = stripeError(http.StatusBadRequest, "invalid_request_error", "parameter_missing", "missing required param: amount", "")
@@ -271,6 +292,7 @@ func (v *Vendor) commit(kind, prefix, key string, form url.Values, fault Fault) 
 			}
 		}
 		v.objects = append(v.objects, obj)
+		created = &obj
 		body, _ := json.Marshal(obj)
 		switch fault {
 		case Fault500:
@@ -285,7 +307,7 @@ func (v *Vendor) commit(kind, prefix, key string, form url.Values, fault Fault) 
 	if key != "" {
 		v.answers[key] = a
 	}
-	return a, false
+	return a, created, false
 }
 
 // stripeErrorBody is Stripe's error shape; resource_id names the object a

@@ -203,11 +203,47 @@ func TestVendorSearchAndWebhook(t *testing.T) {
 func TestTransportRefusesUnkeyedWrite(t *testing.T) {
 	v := NewVendor(time.Now)
 	t.Cleanup(v.Close)
-	_, err := newVendorAPI(v.URL()).charge(1050, true)(context.Background(), "", "")
+	_, err := goCall(chargeCall(v.URL(), 1050, true))(context.Background(), "", "")
 	if !errors.Is(err, client.ErrNoKey) {
 		t.Fatalf("got %v, want ErrNoKey", err)
 	}
 	if v.Posts() != 0 {
 		t.Fatalf("an unkeyed write reached the vendor")
+	}
+}
+
+// TestVendorOnCommit: the hook runs after the commit and before the
+// answer leaves, with the POST's key and the new object, and not for a
+// replay of the key, which creates nothing.
+func TestVendorOnCommit(t *testing.T) {
+	v := NewVendor(time.Now)
+	t.Cleanup(v.Close)
+	type seen struct {
+		key     string
+		obj     Object
+		objects int
+	}
+	hooked := make(chan seen, 2)
+	hook := func(_ context.Context, key string, obj Object) { hooked <- seen{key, obj, len(v.Objects())} }
+	v.OnCommit(1, hook)
+	v.OnCommit(2, hook)
+	if _, _, err := post(t, v, "key_h", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-hooked:
+		if s.key != "key_h" || s.obj.ID != v.Objects()[0].ID || s.objects != 1 {
+			t.Fatalf("hook saw %+v, want key_h, the new object, committed", s)
+		}
+	default:
+		t.Fatal("the hook had not run when the answer arrived")
+	}
+	if _, _, err := post(t, v, "key_h", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-hooked:
+		t.Fatalf("a replay ran the hook: %+v", s)
+	default:
 	}
 }

@@ -16,16 +16,23 @@ import (
 
 // drillUsage is the help of `reconciler drill`.
 const drillUsage = `Usage:
-  reconciler drill [--json] [--run NAME]... [--timeout D] [--verbose]
+  reconciler drill [--runtime go|python|typescript] [--clients DIR] [--json] [--run NAME]... [--timeout D] [--verbose]
 
 Runs the duplicate-delivery drills in-process: each drill gets a fresh
 temporary directory with an embedded bbolt ledger and an embedded NATS server
 on a random loopback port, the real API and webhook handlers, and a
-fault-injecting fake vendor; the agent side runs through the client SDK.
+fault-injecting fake vendor; the agent side runs through the client of the
+runtime chosen, as an agent runtime would.
 Prints one row per drill: name, PASS/FAIL, side effects the vendor saw,
 expected, and why a drill failed.
-Exit status: 0 when every drill passes, 1 when any fails, 2 for a usage error.
+Exit status: 0 when every drill passes, 1 when any fails or the runtime
+cannot run, 2 for a usage error.
 
+  --runtime R   the agent runtime: go (the Go SDK, in-process; the default),
+                python (clients/python, needs python3) or typescript
+                (clients/typescript, needs node and its dist/: npm ci && npm run build)
+  --clients DIR the repository's clients/ directory, for python and typescript
+                (default: ./clients, or that of the nearest parent directory)
   --json        print the results as a JSON array instead of a table
   --run NAME    run only this drill; repeatable (names: see --list)
   --list        print the drill names
@@ -47,12 +54,16 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		asJSON, list, verbose bool
 		only                  multiFlag
 		timeout               = drill.DefaultTimeout
+		runtime               = drill.RuntimeGo
+		clients               string
 	)
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&list, "list", false, "")
 	fs.BoolVar(&verbose, "verbose", false, "")
 	fs.Var(&only, "run", "")
 	fs.DurationVar(&timeout, "timeout", timeout, "")
+	fs.StringVar(&runtime, "runtime", runtime, "")
+	fs.StringVar(&clients, "clients", "", "")
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "reconciler drill: "+format+"\n", a...)
 		fmt.Fprint(stderr, drillUsage)
@@ -71,6 +82,9 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if timeout <= 0 {
 		return usageErr("--timeout must be positive")
 	}
+	if !slices.Contains(drill.Runtimes(), runtime) {
+		return usageErr("no runtime %q (have %s)", runtime, strings.Join(drill.Runtimes(), ", "))
+	}
 	names := drill.Names()
 	if list {
 		fmt.Fprintln(stdout, strings.Join(names, "\n"))
@@ -82,8 +96,12 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 
+	if err := drill.CheckRuntime(runtime, clients); err != nil {
+		fmt.Fprintln(stderr, "reconciler drill:", err)
+		return 1
+	}
 	opts := base
-	opts.Only, opts.Timeout = only, timeout
+	opts.Only, opts.Timeout, opts.Runtime, opts.ClientsDir = only, timeout, runtime, clients
 	if verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -109,7 +127,7 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 	if !asJSON {
-		fmt.Fprintf(stdout, "%d drills, %d failed, %.1fs\n", len(results), failed, time.Since(start).Seconds())
+		fmt.Fprintf(stdout, "runtime %s: %d drills, %d failed, %.1fs\n", runtime, len(results), failed, time.Since(start).Seconds())
 	}
 	if failed > 0 || len(results) == 0 {
 		return 1

@@ -20,7 +20,7 @@ func TestRunDrill(t *testing.T) {
 		wantStderr string
 	}{
 		{name: "every drill passes", args: nil, wantCode: 0,
-			wantStdout: append(drill.Names(), "9 drills, 0 failed")},
+			wantStdout: append(drill.Names(), "9 drills, 0 failed", "runtime go: 9 drills")},
 		{name: "one drill passes", args: []string{"--run", "same-key-different-amount"}, wantCode: 0,
 			wantStdout: []string{"DRILL", "same-key-different-amount", "PASS", "1 drills, 0 failed"}},
 		{name: "json", args: []string{"--json", "--run", "model-reemits-new-ephemeral-args"}, wantCode: 0,
@@ -34,6 +34,9 @@ func TestRunDrill(t *testing.T) {
 		{name: "unknown drill", args: []string{"--run", "nope"}, wantCode: 2, wantStderr: `no drill "nope"`},
 		{name: "stray argument", args: []string{"all"}, wantCode: 2, wantStderr: `unexpected argument "all"`},
 		{name: "bad timeout", args: []string{"--timeout", "0s"}, wantCode: 2, wantStderr: "--timeout must be positive"},
+		{name: "unknown runtime", args: []string{"--runtime", "cobol"}, wantCode: 2, wantStderr: `no runtime "cobol" (have go, python, typescript)`},
+		{name: "no clients", args: []string{"--runtime", "python", "--clients", "/nonexistent"}, wantCode: 1,
+			wantStderr: "pass the repository's clients/ directory with --clients"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +54,24 @@ func TestRunDrill(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tt.wantStderr) {
 				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, stderr.String())
+			}
+		})
+	}
+}
+
+// TestRunDrillRuntimes runs a drill with each runtime that can run here,
+// its clients found from the working directory (cmd/reconciler) upwards.
+func TestRunDrillRuntimes(t *testing.T) {
+	for _, rt := range drill.Runtimes() {
+		t.Run(rt, func(t *testing.T) {
+			if err := drill.CheckRuntime(rt, ""); err != nil {
+				t.Skipf("runtime %s cannot run here: %v", rt, err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := runDrillWith(context.Background(), []string{"--runtime", rt, "--run", "upstream-409-with-receipt"}, &stdout, &stderr,
+				drill.Options{TempDir: t.TempDir()})
+			if want := "runtime " + rt + ": 1 drills, 0 failed"; code != 0 || !strings.Contains(stdout.String(), want) {
+				t.Fatalf("exit %d, want 0 and %q\nstdout:\n%s\nstderr:\n%s", code, want, stdout.String(), stderr.String())
 			}
 		})
 	}

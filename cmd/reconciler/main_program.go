@@ -308,7 +308,8 @@ func oneLine(err error) string {
 func (m *Main) usage(w io.Writer) {
 	_, _ = io.WriteString(w, `Usage:
   reconciler [serve] [flags]               run the service (the default command)
-  reconciler drill [--json]                run the duplicate-delivery drills in-process (exit 1 if any fails)
+  reconciler drill [--runtime R] [--json]  run the duplicate-delivery drills in-process, the agent side in
+                                           runtime R: go (default), python or typescript (exit 1 if any fails)
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API

@@ -45,7 +45,11 @@ export interface DoOptions {
   signal?: AbortSignal;
 }
 
-/** Outcome is how do() ended when the side effect happened. */
+/**
+ * Outcome is how do() ended: what it returns when the side effect happened,
+ * and the `outcome` of its StoppedError, UnsettledError (and subclasses) or
+ * UnknownDecisionError when it did not, or may not have.
+ */
 export interface Outcome {
   /** decision is the claim decision do() acted on last (proceed, retry_same_key or replay). */
   decision: Decision;
@@ -84,10 +88,17 @@ const decisions: { readonly [D in Decision]: Handler } = {
     return { done: out };
   },
   stop: async (_run, resp, out) => {
-    throw new StoppedError(resp.code ?? "", out.key, resp.row);
+    throw new StoppedError(resp.code ?? "", out.key, resp.row, { outcome: out });
   },
-  wait: async (run, resp) => ({ next: await run.waitSettled(needRow(resp)) }),
+  wait: async (run, resp, out) => ({ next: await run.waitSettled(needRow(resp), out) }),
 };
+
+/** withReceipt sets out.receiptId from the row, or else the call's answer. */
+function withReceipt(out: Outcome): Outcome {
+  const receipt = out.row?.upstream_receipt_id || out.result.receiptId;
+  if (receipt) out.receiptId = receipt;
+  return out;
+}
 
 function needRow(resp: ClaimResponse): Row {
   if (resp.row === null) throw new InvalidResponseError(resp.httpStatus, `claim: ${resp.decision} without a row`);
@@ -119,13 +130,9 @@ export class Run {
         waited,
       };
       const handler = Object.hasOwn(decisions, resp.decision) ? decisions[resp.decision] : undefined;
-      if (!handler) throw new UnknownDecisionError(resp.decision, out.key);
+      if (!handler) throw new UnknownDecisionError(resp.decision, out.key, out);
       const step = await handler(this, resp, out);
-      if ("done" in step) {
-        const receipt = step.done.row?.upstream_receipt_id || step.done.result.receiptId;
-        if (receipt) step.done.receiptId = receipt;
-        return step.done;
-      }
+      if ("done" in step) return withReceipt(step.done);
       waited = true;
       resp = step.next;
     }
@@ -147,7 +154,7 @@ export class Run {
     try {
       reported = await this.client.report(out.key, rep, { signal: dl.signal });
     } catch (err) {
-      throw new ReportFailedError(out.key, err, error);
+      throw new ReportFailedError(out.key, err, error, withReceipt(out));
     } finally {
       dl.done();
     }
@@ -157,9 +164,9 @@ export class Run {
       case "succeeded":
         return { done: out };
       case "failed_poison":
-        throw new StoppedError("failed_poison", out.key, reported, { cause });
+        throw new StoppedError("failed_poison", out.key, reported, { cause, outcome: withReceipt(out) });
     }
-    throw new UnsettledError(out.key, reported.status, { cause });
+    throw new UnsettledError(out.key, reported.status, { cause, outcome: withReceipt(out) });
   }
 
   /**
@@ -190,8 +197,8 @@ export class Run {
    * waitSettled long-polls the claim until it answers something other than
    * wait, a human is paged for the row, or the signal aborts.
    */
-  async waitSettled(row: Row): Promise<ClaimResponse> {
-    if (row.paged_at) throw new EscalatedError(row);
+  async waitSettled(row: Row, out: Outcome): Promise<ClaimResponse> {
+    if (row.paged_at) throw new EscalatedError(row, { outcome: out });
     for (;;) {
       const start = Date.now();
       let resp: ClaimResponse | undefined;
@@ -202,10 +209,10 @@ export class Run {
         err = e;
       }
       if (resp && resp.decision !== "wait") return resp;
-      if (this.signal?.aborted) throw new UnsettledError(row.key, row.status, { cause: this.signal.reason });
+      if (this.signal?.aborted) throw new UnsettledError(row.key, row.status, { cause: this.signal.reason, outcome: out });
       // A revoked token, a key gone: asking again cannot help.
       if (err instanceof ApiError && !err.retryable) throw err;
-      if (resp?.row?.paged_at) throw new EscalatedError(resp.row);
+      if (resp?.row?.paged_at) throw new EscalatedError(resp.row, { outcome: out });
       // A long poll that waited: ask again at once.
       if (resp && Date.now() - start >= this.settings.pollIntervalMs) continue;
       // A failed poll (the client already retried it), or a wait answered
@@ -213,7 +220,7 @@ export class Run {
       try {
         await sleep(this.settings.pollIntervalMs, this.signal);
       } catch {
-        throw new UnsettledError(row.key, row.status, { cause: this.signal?.reason });
+        throw new UnsettledError(row.key, row.status, { cause: this.signal?.reason, outcome: out });
       }
     }
   }

@@ -5,7 +5,19 @@
 // known to have happened (StoppedError, UnsettledError and its subclasses).
 // Branch with instanceof; a subclass per code, so a wrapped or re-thrown
 // error keeps its meaning (the Go SDK's errors.Is on sentinels).
+import type { Outcome } from "./do.js";
 import type { Row, Status } from "./types.js";
+
+/**
+ * DoErrorOptions are the options of do()'s errors: `cause`, and `outcome`,
+ * how do() ended (its last decision, whether it called, what it reported,
+ * the row as it last saw it), as the Go SDK returns its Outcome beside the
+ * error and the Python client's exceptions carry `outcome`.
+ */
+export interface DoErrorOptions {
+  cause?: unknown;
+  outcome?: Outcome;
+}
 
 /** ReconcilerError is the base class of every error the client throws. */
 export class ReconcilerError extends Error {
@@ -133,11 +145,14 @@ export class StoppedError extends ReconcilerError {
   readonly key: string;
   /** The row that stopped the call; null for a frozen tool with no row. */
   readonly row: Row | null;
-  constructor(code: string, key: string, row: Row | null, options?: { cause?: unknown }) {
-    super(`reconciler: stop: ${code}${key ? ` (key ${key})` : ""}${causeText(options?.cause)}`, options);
+  /** How do() ended (set by do()). */
+  readonly outcome: Outcome | undefined;
+  constructor(code: string, key: string, row: Row | null, options?: DoErrorOptions) {
+    super(`reconciler: stop: ${code}${key ? ` (key ${key})` : ""}${causeText(options?.cause)}`, errorOptions(options));
     this.code = code;
     this.key = key;
     this.row = row;
+    this.outcome = options?.outcome;
   }
 }
 
@@ -153,10 +168,13 @@ export class StoppedError extends ReconcilerError {
 export class UnsettledError extends ReconcilerError {
   readonly key: string;
   readonly status: Status | undefined;
-  constructor(key: string, status: Status | undefined, options?: { cause?: unknown }) {
-    super(`reconciler: key ${key} not settled${status ? ` (row ${status})` : ""}${causeText(options?.cause)}`, options);
+  /** How do() ended (set by do()): what it called and reported, the row as last seen. */
+  readonly outcome: Outcome | undefined;
+  constructor(key: string, status: Status | undefined, options?: DoErrorOptions) {
+    super(`reconciler: key ${key} not settled${status ? ` (row ${status})` : ""}${causeText(options?.cause)}`, errorOptions(options));
     this.key = key;
     this.status = status;
+    this.outcome = options?.outcome;
   }
 }
 
@@ -167,8 +185,8 @@ export class UnsettledError extends ReconcilerError {
  */
 export class EscalatedError extends UnsettledError {
   readonly row: Row;
-  constructor(row: Row) {
-    super(row.key, row.status);
+  constructor(row: Row, options?: { outcome?: Outcome }) {
+    super(row.key, row.status, options);
     this.message = `reconciler: key ${row.key} escalated to a human (row ${row.status})`;
     this.row = row;
   }
@@ -181,8 +199,8 @@ export class EscalatedError extends UnsettledError {
  */
 export class ReportFailedError extends UnsettledError {
   readonly callError: unknown;
-  constructor(key: string, reportError: unknown, callError: unknown) {
-    super(key, undefined, { cause: reportError });
+  constructor(key: string, reportError: unknown, callError: unknown, outcome?: Outcome) {
+    super(key, undefined, { cause: reportError, ...(outcome && { outcome }) });
     this.message = `reconciler: key ${key} not settled: outcome report failed${causeText(reportError)}`;
     this.callError = callError;
   }
@@ -196,11 +214,19 @@ export class ReportFailedError extends UnsettledError {
 export class UnknownDecisionError extends ReconcilerError {
   readonly decision: string;
   readonly key: string;
-  constructor(decision: string, key: string) {
+  /** How do() ended (set by do()): nothing was called. */
+  readonly outcome: Outcome | undefined;
+  constructor(decision: string, key: string, outcome?: Outcome) {
     super(`reconciler: claim decision ${JSON.stringify(decision)} unknown to this client${key ? ` (key ${key})` : ""}; upgrade @reconciler/client`);
     this.decision = decision;
     this.key = key;
+    this.outcome = outcome;
   }
+}
+
+/** errorOptions is what Error's constructor takes of options: the cause, when there is one. */
+function errorOptions(options: DoErrorOptions | undefined): { cause?: unknown } | undefined {
+  return options && "cause" in options ? { cause: options.cause } : undefined;
 }
 
 function causeText(cause: unknown): string {

@@ -37,6 +37,7 @@ export {
   BodyTooLargeError,
   CompensationFailedError,
   CompensationPendingError,
+  type DoErrorOptions,
   EscalatedError,
   FingerprintMismatchError,
   ForbiddenError,

@@ -61,6 +61,13 @@ describe("do() against the real binary", { skip: SKIP }, () => {
       assert.ok(err instanceof UnsettledError, String(err));
       assert.equal(err.status, "unknown");
       assert.equal(failureName(err.cause), "TimeoutError");
+      // How do() ended travels with the error, as the Go SDK's Outcome and the Python client's .outcome.
+      assert.equal(err.outcome?.decision, "proceed");
+      assert.equal(err.outcome?.called, true);
+      assert.equal(err.outcome?.kind, "timeout");
+      assert.equal(err.outcome?.key, err.key);
+      assert.match(err.outcome?.localId ?? "", /^rl_/);
+      assert.equal(err.outcome?.row?.status, "unknown");
       const key = err.key;
       assert.equal((await c.get(key)).status, "unknown");
 
@@ -172,11 +179,17 @@ describe("do() against the real binary", { skip: SKIP }, () => {
       assert.equal(err.row?.status, "failed_poison");
       assert.equal(err.row?.upstream_receipt_id, "pi_fake_1");
       assert.match(String((err.cause as Error).message), /402/);
+      assert.equal(err.outcome?.called, true);
+      assert.equal(err.outcome?.kind, "response");
+      assert.equal(err.outcome?.result.httpStatus, 402);
+      assert.equal(err.outcome?.receiptId, "pi_fake_1");
 
       const again = await c.do(claim, () => assert.fail("called after a stop")).catch((e: unknown) => e);
       assert.ok(again instanceof StoppedError);
       assert.equal(again.code, "failed_poison");
       assert.equal(again.key, err.key);
+      assert.equal(again.outcome?.decision, "stop");
+      assert.equal(again.outcome?.called, false);
       assert.equal(v.posts.length, 1);
     } finally {
       await v.close();
@@ -290,6 +303,8 @@ describe("do() against the real binary", { skip: SKIP }, () => {
       assert.ok(err instanceof UnsettledError);
       assert.equal(err.status, undefined);
       assert.equal((err.cause as { code?: string }).code, "unavailable");
+      assert.equal(err.outcome?.called, true);
+      assert.equal(err.outcome?.kind, "response");
       assert.equal(proxy.requests.filter((r) => r.url.endsWith("/outcome")).length, 3, "1 + retries sends");
       assert.equal((await rc.client().get(err.key)).status, "pending");
     } finally {
@@ -334,6 +349,7 @@ describe("do() on escalation (a resolver that pages within seconds)", { skip: SK
     assert.ok(err instanceof UnsettledError);
     assert.equal(err.key, held.row!.key);
     assert.ok(err.row.paged_at);
+    assert.equal(err.outcome?.called, false);
     // A later do() of the same intent ends at once, before any long poll.
     const start = Date.now();
     assert.ok((await rc.client().do(claim, () => assert.fail("called")).catch((e: unknown) => e)) instanceof EscalatedError);
@@ -352,6 +368,8 @@ describe("do() against a fake API: what the real one does not answer", () => {
       assert.equal(err.decision, "await_approval");
       assert.equal(err.key, row.key);
       assert.match(err.message, /await_approval/);
+      assert.equal(err.outcome?.decision, "await_approval");
+      assert.equal(err.outcome?.called, false);
       assert.equal(api.requests.length, 1);
     } finally {
       await api.close();
