@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -131,11 +132,39 @@ func runnerFor(name, clientsDir string) (runnerSpec, error) {
 			return runnerSpec{}, fmt.Errorf("%s is missing: %s", f, hint)
 		}
 	}
+	if name == RuntimeTypeScript {
+		// A dist/ older than the sources would drill yesterday's client.
+		if err := builtAfter(filepath.Join(clientsDir, "typescript", "dist", "index.js"), filepath.Join(clientsDir, "typescript", "src")); err != nil {
+			return runnerSpec{}, fmt.Errorf("%w: run `npm run build` in %s", err, filepath.Join(clientsDir, "typescript"))
+		}
+	}
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		return runnerSpec{}, fmt.Errorf("needs %s on PATH: %w", bin, err)
 	}
 	return runnerSpec{runtime: name, path: path, args: []string{script}, env: env}, nil
+}
+
+// builtAfter reports an error naming a file under src that is newer than
+// the build output out.
+func builtAfter(out, src string) error {
+	o, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.ModTime().After(o.ModTime()) {
+			return fmt.Errorf("the TypeScript client's build is older than %s", p)
+		}
+		return nil
+	})
 }
 
 // FindClients returns the clients/ directory of the repository that holds
