@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentledger/reconciler/apierror"
+	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -156,6 +157,7 @@ func (s *Server) decideApproval(c echo.Context, v ledger.Verdict) error {
 	}
 	s.watch.signal(row.Tenant, row.Key)
 	s.metrics.change(ch, ledger.SourceHuman)
+	traceRow(ctx, row, tracing.KeyApprovalID.String(id), tracing.KeyApprovalState.String(string(row.Approval.State)))
 	s.log.InfoContext(ctx, "approval decided", append(logAttrs(row.Tenant, row.Key, row.RunID),
 		"approval_id", id, "state", row.Approval.State, "actor", b.Actor, "by", p.fp)...)
 	return c.JSON(http.StatusOK, newApprovalView(row))

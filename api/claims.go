@@ -95,11 +95,13 @@ func (s *Server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx := c.Request().Context()
 	cl, err := ledger.NewClaim(ledger.ClaimRequest{
 		Tenant: tenant, RunID: b.RunID, Tool: b.Tool, ToolCallID: b.ToolCallID, Vendor: b.Vendor,
 		ToolClass: b.ToolClass, Intent: b.Intent, Key: b.Key, Request: b.Request, Expect: b.Expect,
 		ReplayWindow: s.replayWindow(b.Vendor, b.Request),
 		Frozen:       s.frozen(tenant, b.Tool, b.ToolClass),
+		Traceparent:  traceparentOf(ctx),
 	}, s.policy, s.now())
 	if err != nil {
 		return err
@@ -107,7 +109,6 @@ func (s *Server) claim(c echo.Context) error {
 	if cl.Gate, err = s.gate(c, b); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	res, err := s.store.Claim(ctx, cl)
 	if err != nil {
 		return err
@@ -124,6 +125,7 @@ func (s *Server) claim(c echo.Context) error {
 
 func (s *Server) recordClaim(ctx context.Context, row ledger.Row, res ledger.ClaimResult) {
 	s.metrics.claims.WithLabelValues(row.Tenant, string(res.Decision)).Inc()
+	traceClaim(ctx, row, res)
 	for _, ch := range res.Changes {
 		s.metrics.change(ch, ledger.SourceWebhook) // parked orphan events
 	}

@@ -40,6 +40,9 @@ func (s *Server) compensate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The compensation row is this claim's: a traceparent formatted from
+	// the span context, so valid (or empty) as ledger.NewClaim requires.
+	cl.Row.Traceparent = traceparentOf(ctx)
 	res, err := s.store.Claim(ctx, cl)
 	if err != nil {
 		return err

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
@@ -22,7 +25,18 @@ import (
 // TestDeadlines, over a real listener: a client that sends its headers and
 // then trickles its body is cut at the body deadline, while a long poll
 // whose wait outlasts both the body and the answer deadline still answers.
+// Traced, otelhttp wraps the response writer: the deadlines must still
+// reach the connection.
 func TestDeadlines(t *testing.T) {
+	t.Run("untraced", func(t *testing.T) { testDeadlines(t, nil) })
+	t.Run("traced", func(t *testing.T) {
+		tp := sdktrace.NewTracerProvider()
+		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		testDeadlines(t, tp)
+	})
+}
+
+func testDeadlines(t *testing.T, tp trace.TracerProvider) {
 	const (
 		bodyTimeout   = 500 * time.Millisecond
 		answerTimeout = 500 * time.Millisecond
@@ -31,6 +45,7 @@ func TestDeadlines(t *testing.T) {
 	f := newFixture(t, func(o *api.Options) {
 		o.BodyTimeout, o.AnswerTimeout = bodyTimeout, answerTimeout
 		o.PollInterval = time.Hour // nothing wakes the poll: it answers when its wait ends
+		o.TracerProvider = tp
 	})
 	srv := httptest.NewServer(f.h)
 	t.Cleanup(srv.Close)

@@ -23,8 +23,15 @@
 // logged instead. Any ledger error matching ledger.ErrInvalid is 400
 // invalid_input with the ledger's InvalidError text.
 //
-// Imports: ledger (domain types, rules and sentinel errors), apierror, echo,
-// prometheus client_golang, and the standard library. Which Store backs the
+// With Options.TracerProvider every request is a server span (tracing.go:
+// otelhttp around the echo, W3C traceparent honoured on /v1 routes only),
+// named claim, outcome, resolve or approval for those routes, with the
+// row's attributes (internal/tracing); a claim stores its span's context
+// on the row it inserts. Without one, Handler is the bare echo.
+//
+// Imports: ledger (domain types, rules and sentinel errors), apierror,
+// internal/tracing, echo, prometheus client_golang, otelhttp and the
+// OpenTelemetry API, and the standard library. Which Store backs the
 // API is decided by cmd/reconciler; this package declares the Store subset
 // it consumes (Store, server.go).
 //

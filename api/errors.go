@@ -129,6 +129,7 @@ func snake(s string) string {
 func (s *Server) handleError(err error, c echo.Context) {
 	status, code, msg, internal := classify(err)
 	req := c.Request()
+	traceError(req.Context(), code)
 	if internal {
 		// The real error goes to the log only; it may hold a DSN, a path or
 		// a vendor's answer.

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentledger/reconciler/apierror"
+	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -61,6 +62,7 @@ func (s *Server) resolve(c echo.Context) error {
 	}
 	s.watch.signal(b.Tenant, key)
 	s.metrics.change(ch, ledger.SourceHuman)
+	traceRow(ctx, row, tracing.KeySource.String(string(ledger.SourceHuman)))
 	s.log.InfoContext(ctx, "resolved by hand", append(logAttrs(b.Tenant, key, row.RunID),
 		"actor", b.Actor, "status", b.Status, "changed", ch.Changed)...)
 	return c.JSON(http.StatusOK, rowResponse{Row: row})

@@ -68,6 +68,7 @@ func (s *Server) outcome(c echo.Context) error {
 	}
 	s.watch.signal(tenant, key)
 	s.metrics.change(ch, ledger.SourceRuntime)
+	traceRow(ctx, row, keyOutcomeKind.String(string(b.Kind)))
 	s.log.InfoContext(ctx, "outcome reported", append(logAttrs(tenant, key, row.RunID),
 		"kind", b.Kind, "http_status", b.HTTPStatus, "status", row.Status)...)
 	return c.JSON(http.StatusOK, rowResponse{Row: row})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -101,6 +102,9 @@ type Options struct {
 	// Both nil: a private registry. Registerer alone must also be a Gatherer.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// TracerProvider receives the API's spans, one per request (tracing.go);
+	// nil: no spans, and Handler is the bare echo.
+	TracerProvider trace.TracerProvider
 	// Logger receives request and decision logs (nil: discarded).
 	Logger *slog.Logger
 	// Now is the clock behind every stored time (nil: time.Now).
@@ -144,6 +148,9 @@ type Server struct {
 	stopWaits chan struct{}
 	stopOnce  sync.Once
 	e         *echo.Echo
+	// handler serves e, inside otelhttp's span when the API traces.
+	handler http.Handler
+	tracing bool
 }
 
 //go:embed openapi.yaml
@@ -177,6 +184,7 @@ func New(o Options) (*Server, error) {
 		wakeRelay: o.WakeRelay, registry: o.Registry, strict: o.StrictRegistry, approvalTTL: o.ApprovalTTL,
 		watch:     newWatchers(),
 		stopWaits: make(chan struct{}),
+		tracing:   o.TracerProvider != nil,
 	}
 	if o.ApprovalTTL < 0 {
 		return nil, errors.New("api: options: negative approval ttl")
@@ -236,11 +244,16 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s.e = s.routes()
+	s.handler = s.e
+	if s.tracing {
+		s.instrument(o.TracerProvider)
+	}
 	return s, nil
 }
 
-// Handler returns the HTTP handler serving every route.
-func (s *Server) Handler() http.Handler { return s.e }
+// Handler returns the HTTP handler serving every route (and, with a
+// TracerProvider, tracing each request).
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Echo returns the echo instance, so other packages (webhooks) can add their
 // routes; they get the same error handler and request metrics.
@@ -252,6 +265,9 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.deadlines)
 	e.Use(s.observe)
+	if s.tracing {
+		e.Use(s.nameSpan)
+	}
 	e.Use(strictQuery)
 
 	e.GET("/healthz", s.healthz)

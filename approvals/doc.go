@@ -19,7 +19,12 @@
 // delivered twice lands on one alert, and the resolve of a decided request
 // closes it.
 //
-// Imports: ledger, paging, nats.go/jetstream and the standard library.
+// With a TracerProvider in their options, each expiry is an approval span
+// and each pager asked a page span, new traces linked to the row's claim
+// (tracing.go).
+//
+// Imports: ledger, paging, internal/tracing, nats.go/jetstream, the
+// OpenTelemetry API and the standard library.
 //
 // Concurrency: Expirer.Run and Notifier.Consume each own the loop of
 // their caller's goroutine and return when its context ends; Pass and

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -36,12 +38,16 @@ type ExpirerOptions struct {
 	// Expired is called after each expiry this Expirer committed (the API
 	// wakes the claims long-polling the row); nil: nothing.
 	Expired func(tenant, key string)
+	// TracerProvider receives an approval span per expiry (tracing.go);
+	// nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Expirer expires approval requests whose time ran out.
 type Expirer struct {
-	store Store
-	o     ExpirerOptions
+	store  Store
+	o      ExpirerOptions
+	tracer trace.Tracer
 }
 
 // NewExpirer returns an Expirer over st. It starts nothing: call Run.
@@ -61,7 +67,7 @@ func NewExpirer(st Store, o ExpirerOptions) *Expirer {
 	if o.Expired == nil {
 		o.Expired = func(string, string) {}
 	}
-	return &Expirer{store: st, o: o}
+	return &Expirer{store: st, o: o, tracer: tracerOf(o.TracerProvider)}
 }
 
 // Run runs a pass every Interval until ctx ends, then returns nil. A
@@ -99,7 +105,9 @@ func (x *Expirer) Pass(ctx context.Context) (int, error) {
 			return n, errors.Join(append(errs, fmt.Errorf("list due approvals: %w", err))...)
 		}
 		for _, row := range page.Rows {
-			got, ch, err := x.store.DecideApproval(ctx, ledger.ApprovalDecision{ID: row.Approval.ID, Verdict: ledger.VerdictExpire, At: now})
+			sctx, span := x.startExpiry(ctx, row)
+			got, ch, err := x.store.DecideApproval(sctx, ledger.ApprovalDecision{ID: row.Approval.ID, Verdict: ledger.VerdictExpire, At: now})
+			endExpiry(span, got, err)
 			if err != nil {
 				if ctx.Err() != nil {
 					return n, errors.Join(append(errs, err)...)
@@ -109,7 +117,7 @@ func (x *Expirer) Pass(ctx context.Context) (int, error) {
 			}
 			if got.Approval.State == ledger.ApprovalExpired && ch.Event != nil {
 				n++
-				x.o.Logger.Info("approvals: request expired", "tenant", got.Tenant, "key", got.Key, "run_id", got.RunID, "approval_id", got.Approval.ID)
+				x.o.Logger.InfoContext(sctx, "approvals: request expired", "tenant", got.Tenant, "key", got.Key, "run_id", got.RunID, "approval_id", got.Approval.ID)
 				x.o.Expired(got.Tenant, got.Key)
 			}
 		}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
 )
@@ -45,13 +47,17 @@ type NotifierOptions struct {
 	// RetryDelay is how long a failed event waits for redelivery (default 30 s).
 	RetryDelay time.Duration
 	Logger     *slog.Logger
+	// TracerProvider receives a page span per pager asked (tracing.go);
+	// nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Notifier pages a human for each approval request, at severity info
 // (PagerDuty's low urgency), and resolves the alert when the request is
 // granted, denied or expires.
 type Notifier struct {
-	o NotifierOptions
+	o      NotifierOptions
+	tracer trace.Tracer
 }
 
 // NewNotifier returns a Notifier. It starts nothing: call Consume, or feed
@@ -78,7 +84,7 @@ func NewNotifier(o NotifierOptions) *Notifier {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Notifier{o: o}
+	return &Notifier{o: o, tracer: tracerOf(o.TracerProvider)}
 }
 
 // Page is the page of an approval request event.
@@ -104,23 +110,27 @@ func (n *Notifier) Page(ev ledger.Event) paging.Page {
 // least one was not reached, and the caller should let the event be
 // redelivered (a second trigger or resolve of one dedup key is harmless).
 func (n *Notifier) HandleEvent(ctx context.Context, ev ledger.Event) error {
-	var call func(Pager) error
+	var call func(context.Context, Pager) error
+	action, dk := tracing.PageResolve, paging.ApprovalDedupKey(ev.Tenant, ev.Key)
 	switch ev.Status {
 	case ledger.EventApprovalRequested:
 		if ev.Approval == nil {
 			return nil // not an event this build writes
 		}
 		p := n.Page(ev)
-		call = func(pg Pager) error { return pg.Trigger(ctx, p) }
+		action = tracing.PageTrigger
+		call = func(ctx context.Context, pg Pager) error { return pg.Trigger(ctx, p) }
 	case ledger.EventApproved, ledger.EventDenied, ledger.EventApprovalExpired:
-		dk := paging.ApprovalDedupKey(ev.Tenant, ev.Key)
-		call = func(pg Pager) error { return pg.Resolve(ctx, dk) }
+		call = func(ctx context.Context, pg Pager) error { return pg.Resolve(ctx, dk) }
 	default:
 		return nil
 	}
 	var errs []error
 	for _, pg := range n.o.Pagers {
-		if err := call(pg); err != nil {
+		pctx, span := tracing.StartPage(ctx, n.tracer, action, dk, ev.Traceparent)
+		err := call(pctx, pg)
+		tracing.End(span, err, "page not delivered")
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

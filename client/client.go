@@ -252,6 +252,7 @@ func (c *Client) once(ctx context.Context, r request, body []byte, out any) (int
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
+	injectTrace(ctx, req)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

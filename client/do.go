@@ -88,7 +88,18 @@ func (o Outcome) ReceiptID() string {
 // is reported not at all: Do returns ErrNoKey and the row stays pending
 // under its lease. An *UnsettledError matching ErrEscalated means a human
 // was paged for the key while Do waited.
+//
+// The tool call is traced (tracing.go): Do annotates the span in ctx, or
+// starts one, and every request it sends carries it.
 func (c *Client) Do(ctx context.Context, claim ClaimRequest, call CallFunc) (Outcome, error) {
+	ctx, end := traceTool(ctx, claim)
+	out, err := c.doTool(ctx, claim, call)
+	end(out, err)
+	return out, err
+}
+
+// doTool is Do, inside its span.
+func (c *Client) doTool(ctx context.Context, claim ClaimRequest, call CallFunc) (Outcome, error) {
 	resp, err := c.Claim(ctx, claim)
 	if err != nil {
 		return Outcome{}, err

@@ -29,13 +29,18 @@
 //     carry the ledger key explicitly and metadata[metadata_local_id];
 //     StripeResult reads the answer. Transport does the same for any vendor
 //     over plain HTTP (Idempotency-Key, PayPal-Request-Id, or a body field).
+//   - Traces: Do annotates the runtime's tool span (or starts an
+//     execute_tool span from the global TracerProvider) with the row's
+//     attributes, and every request carries its W3C traceparent
+//     (tracing.go); events.ResumeContext continues the trace after Await.
 //
 // Imports: ledger (types and sentinels only), apierror (the error body and
-// its codes) and events (Await, Connect, Credentials); from outside, nats.go
-// and stripe-go. Never a store, the api, events/natsserver or any other
-// adapter, and not even transitively nats-server, Prometheus, echo, pgx or
-// bbolt: a runtime that links the SDK gets none of the service's
-// dependencies (make lint checks).
+// its codes), events (Await, Connect, Credentials) and internal/tracing;
+// from outside, nats.go, stripe-go and the OpenTelemetry API. Never a
+// store, the api, events/natsserver or any other adapter, and not even
+// transitively nats-server, Prometheus, echo, pgx, bbolt, or the
+// OpenTelemetry SDK, exporters, contrib or gRPC: a runtime that links the
+// SDK gets none of the service's dependencies (make lint checks).
 //
 // Concurrency: a Client is safe for concurrent use; Do runs the vendor call
 // on the caller's goroutine and starts no goroutine of its own (events.Await

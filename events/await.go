@@ -58,7 +58,9 @@ func WithPollInterval(d time.Duration) AwaitOption {
 // published before the call: it reads <prefix>.<tenant>.<run_id>.* from the
 // start of the stream with an ordered, ephemeral consumer that it deletes on
 // return. With WithLedger it also returns as soon as the ledger says the key
-// is settled. It returns ctx's error (wrapped) when ctx ends first.
+// is settled. It returns ctx's error (wrapped) when ctx ends first. The
+// event's Traceparent is the trace context its message carried (the
+// relay's publish span, or the claim's): ResumeContext continues it.
 //
 // Without WithLedger, a stream that cannot be read is an error; with it,
 // Await keeps polling the ledger and retries the stream every interval.
@@ -157,6 +159,11 @@ func matchEvent(msg jetstream.Msg, tenant, runID, key string) (ledger.Event, boo
 	}
 	if ev.Key != key || ev.Tenant != tenant || ev.RunID != runID || !resolution(ev.Status) {
 		return ledger.Event{}, false
+	}
+	// The header names the publish span when the relay traces (a child of
+	// the claim the body names): the resumed run continues from there.
+	if tp := msg.Headers().Get(HeaderTraceparent); tp != "" && ledger.ValidateTraceparent(tp) == nil {
+		ev.Traceparent = tp
 	}
 	return ev, true
 }

@@ -38,7 +38,16 @@
 // only awaits events, like the client SDK, links neither nats-server nor
 // Prometheus.
 //
-// Imports: ledger (domain types), nats.go/jetstream and cenkalti/backoff.
+// Traces: with RelayOptions.TracerProvider each message sent is a publish
+// span (a producer span, child of the row's claim, messaging.system nats)
+// started in Relay.publish and ended in Relay.settle, whose context the
+// message's traceparent header carries; without one the header carries
+// the row's stored traceparent. Await puts the header's traceparent in the
+// event it returns and ResumeContext continues it (tracing.go).
+//
+// Imports: ledger (domain types), internal/tracing, nats.go/jetstream,
+// cenkalti/backoff and the OpenTelemetry API (never its SDK: the client
+// links this package).
 // Never the stores, nats-server, Prometheus or other adapters; cmd/reconciler
 // wires a store's Outbox and the metrics into NewRelay.
 //
@@ -49,9 +58,9 @@
 // (PublishMsgAsync) waiting for their PubAck; a collector goroutine takes
 // the PubAcks in publish order, which is the order one connection's
 // publishes to one stream are answered in. Each message leaves through
-// Relay.publish and its outcome arrives at Relay.settle: the place for a
-// per-message span. Relay.message maps a record to its stream, subject and
-// message id. The store's writes (HoldEvents, AckEvents) and CountEvents
+// Relay.publish and its outcome arrives at Relay.settle, where its publish
+// span starts and ends. Relay.message maps a record to its stream, subject,
+// message id and traceparent header. The store's writes (HoldEvents, AckEvents) and CountEvents
 // run in a keeper goroutine, one job at a time, so a commit that stalls on
 // a busy disk delays a delete, never a publish; deletes are batched
 // (every 100 ms, or at 1,000 due records). BenchmarkRelay measures the

@@ -9,6 +9,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Deleting held records: at most every deleteEvery, unless deleteBatch of
@@ -36,6 +37,9 @@ type entry struct {
 	deadline time.Time
 	ackedAt  time.Time // relay clock
 	epoch    uint64    // the connection's reconnect count at the PubAck
+	// span is the publish span of the message in flight (nil when the
+	// relay does not trace): started in publish, ended in settle.
+	span trace.Span
 }
 
 // outcome is a PubAck or the reason there is none.
@@ -454,9 +458,13 @@ func (r *Relay) publish(e *entry, sent chan<- *entry) error {
 		return nil
 	}
 	e.subject = msg.Subject
+	if r.tracer != nil {
+		r.startPublish(e, msg, stream)
+	}
 	fut, err := r.pub.PublishMsgAsync(msg, jetstream.WithExpectStream(stream))
 	if err != nil {
 		r.met.CountResult(ResultError)
+		endPublish(e, ResultError, err)
 		err = fmt.Errorf("publish %s: %w", msg.Subject, err)
 		r.failed(&p.pubErr, err)
 		return err
@@ -501,14 +509,17 @@ func (r *Relay) settle(o outcome) {
 	}
 	if o.err != nil {
 		r.met.CountResult(ResultError)
+		endPublish(e, ResultError, o.err)
 		p.requeue(e)
 		r.failed(&p.pubErr, fmt.Errorf("publish %s: %w", e.subject, o.err))
 		return
 	}
 	if o.ack.Duplicate {
 		r.met.CountResult(ResultDuplicate)
+		endPublish(e, ResultDuplicate, nil)
 	} else {
 		r.met.CountResult(ResultPublished)
+		endPublish(e, ResultPublished, nil)
 	}
 	now := r.now()
 	if !e.rec.Event.At.IsZero() {

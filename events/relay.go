@@ -13,6 +13,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Outbox is what the relay needs of a store (ledger.Outbox satisfies it).
@@ -133,6 +134,9 @@ type RelayOptions struct {
 	// means time.Now. Replicas sharing an outbox need clocks that agree to
 	// well within Lease.
 	Now func() time.Time
+	// TracerProvider receives a publish span per message sent (tracing.go);
+	// nil: none, and a message carries the row's own traceparent.
+	TracerProvider trace.TracerProvider
 }
 
 // Relay moves outbox records to JetStream: up to Window publishes in
@@ -145,11 +149,13 @@ type Relay struct {
 	// nc is the publisher's connection (nil when it has none): its
 	// reconnects may mean a restarted server that lost what it had not
 	// synced, and a ping on it proves the server stayed up (doc.go).
-	nc      *nats.Conn
-	opts    RelayOptions
-	log     *slog.Logger
-	now     func() time.Time
-	met     RelayMetrics
+	nc   *nats.Conn
+	opts RelayOptions
+	log  *slog.Logger
+	now  func() time.Time
+	met  RelayMetrics
+	// tracer starts the publish spans; nil when the relay does not trace.
+	tracer  trace.Tracer
 	running atomic.Bool
 
 	// p is the pipeline's state, owned by the one Run or Drain running.
@@ -231,6 +237,9 @@ func NewRelay(out Outbox, pub Publisher, opts RelayOptions) (*Relay, error) {
 	}
 	if c, ok := pub.(interface{ Conn() *nats.Conn }); ok {
 		r.nc = c.Conn()
+	}
+	if opts.TracerProvider != nil {
+		r.tracer = opts.TracerProvider.Tracer(tracerScope)
 	}
 	r.p.init(r)
 	return r, nil
@@ -329,8 +338,9 @@ func (r *Relay) route(ev ledger.Event) (stream, subject, msgID string, err error
 }
 
 // message maps an outbox record to what the relay publishes: the
-// JetStream message (route's subject, the ledger.Event JSON body and the
-// Nats-Msg-Id header) and the stream that must store it.
+// JetStream message (route's subject, the ledger.Event JSON body, the
+// Nats-Msg-Id header and the row's traceparent, which a publish span
+// replaces with its own) and the stream that must store it.
 func (r *Relay) message(rec ledger.OutboxRecord) (*nats.Msg, string, error) {
 	stream, subj, msgID, err := r.route(rec.Event)
 	if err != nil {
@@ -342,6 +352,9 @@ func (r *Relay) message(rec ledger.OutboxRecord) (*nats.Msg, string, error) {
 	}
 	h := nats.Header{}
 	h.Set(jetstream.MsgIDHeader, msgID)
+	if tp := rec.Event.Traceparent; tp != "" {
+		h.Set(HeaderTraceparent, tp)
+	}
 	return &nats.Msg{Subject: subj, Data: body, Header: h}, stream, nil
 }
 

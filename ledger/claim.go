@@ -28,6 +28,9 @@ type ClaimRequest struct {
 	Frozen bool
 	// Gate is what the registry decided for this claim (zero: autonomous).
 	Gate Gate
+	// Traceparent is the W3C trace context of the claim's span (empty when
+	// the service does not trace); a row the claim inserts keeps it.
+	Traceparent string
 }
 
 // Claim is a validated claim, ready for Store.Claim: the row that a proceed
@@ -80,6 +83,9 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	if err := validateExpect(req.Expect); err != nil {
 		return Claim{}, err
 	}
+	if err := ValidateTraceparent(req.Traceparent); err != nil {
+		return Claim{}, err
+	}
 	if req.ReplayWindow < 0 {
 		return Claim{}, ErrInvalidRequest.With("negative replay window")
 	}
@@ -100,6 +106,7 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 		ToolClass: req.ToolClass, Status: StatusPending, Attempt: 1,
 		FirstSeenAt: now, UpdatedAt: now,
 		PendingUntil: now.Add(p.PendingTTL), NextCheckAt: now.Add(p.Grace),
+		Traceparent: req.Traceparent,
 	}
 	if req.ReplayWindow > 0 {
 		row.ReplayWindowUntil = now.Add(req.ReplayWindow)

@@ -39,22 +39,23 @@ var ErrInvalid = errors.New("invalid input")
 // errors.Is matches it and ErrInvalid; a detailed error made with With
 // matches both too.
 var (
-	ErrInvalidRunID      = &InvalidError{Field: "run_id", Reason: "want 1-128 of [A-Za-z0-9_-]"}
-	ErrInvalidTool       = &InvalidError{Field: "tool", Reason: "want 1-128 of [A-Za-z0-9_.-]"}
-	ErrInvalidToolCallID = &InvalidError{Field: "tool_call_id", Reason: "want at most 255 printable ASCII characters"}
-	ErrInvalidVendor     = &InvalidError{Field: "vendor", Reason: "want 1-64 of [a-z0-9_-]"}
-	ErrInvalidToolClass  = &InvalidError{Field: "tool_class", Reason: "want write_idempotent, write_ledger or write_irreversible"}
-	ErrInvalidKey        = &InvalidError{Field: "key", Reason: "want 1-255 printable ASCII characters"}
-	ErrInvalidTenant     = &InvalidError{Field: "tenant", Reason: "want 1-128 of [A-Za-z0-9_-]"}
-	ErrInvalidIntent     = &InvalidError{Field: "intent", Reason: "want a JSON object"}
-	ErrInvalidRequest    = &InvalidError{Field: "request envelope"}
-	ErrInvalidExpect     = &InvalidError{Field: "expect", Reason: "want a non-negative amount and a 3-letter currency"}
-	ErrInvalidOutcome    = &InvalidError{Field: "outcome"}
-	ErrInvalidStatus     = &InvalidError{Field: "status"}
-	ErrInvalidAction     = &InvalidError{Field: "compensation action", Reason: "want 1-128 of [A-Za-z0-9_.-]"}
-	ErrInvalidEvidence   = &InvalidError{Field: "evidence"}
-	ErrInvalidListQuery  = &InvalidError{Field: "list query"}
-	ErrInvalidDelivery   = &InvalidError{Field: "delivery"}
+	ErrInvalidRunID       = &InvalidError{Field: "run_id", Reason: "want 1-128 of [A-Za-z0-9_-]"}
+	ErrInvalidTool        = &InvalidError{Field: "tool", Reason: "want 1-128 of [A-Za-z0-9_.-]"}
+	ErrInvalidToolCallID  = &InvalidError{Field: "tool_call_id", Reason: "want at most 255 printable ASCII characters"}
+	ErrInvalidTraceparent = &InvalidError{Field: "traceparent", Reason: "want a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lower case, ids not all zero"}
+	ErrInvalidVendor      = &InvalidError{Field: "vendor", Reason: "want 1-64 of [a-z0-9_-]"}
+	ErrInvalidToolClass   = &InvalidError{Field: "tool_class", Reason: "want write_idempotent, write_ledger or write_irreversible"}
+	ErrInvalidKey         = &InvalidError{Field: "key", Reason: "want 1-255 printable ASCII characters"}
+	ErrInvalidTenant      = &InvalidError{Field: "tenant", Reason: "want 1-128 of [A-Za-z0-9_-]"}
+	ErrInvalidIntent      = &InvalidError{Field: "intent", Reason: "want a JSON object"}
+	ErrInvalidRequest     = &InvalidError{Field: "request envelope"}
+	ErrInvalidExpect      = &InvalidError{Field: "expect", Reason: "want a non-negative amount and a 3-letter currency"}
+	ErrInvalidOutcome     = &InvalidError{Field: "outcome"}
+	ErrInvalidStatus      = &InvalidError{Field: "status"}
+	ErrInvalidAction      = &InvalidError{Field: "compensation action", Reason: "want 1-128 of [A-Za-z0-9_.-]"}
+	ErrInvalidEvidence    = &InvalidError{Field: "evidence"}
+	ErrInvalidListQuery   = &InvalidError{Field: "list query"}
+	ErrInvalidDelivery    = &InvalidError{Field: "delivery"}
 	// ErrInvalidFreeze rejects a kill-switch entry (or the tenant and
 	// target of a delete).
 	ErrInvalidFreeze = &InvalidError{Field: "freeze"}

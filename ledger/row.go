@@ -60,6 +60,12 @@ type Row struct {
 	// Alerts records anomalies on this row: a late success, a mismatch, a
 	// failure that arrived after success (recorded, never applied).
 	Alerts []Alert `json:"alerts,omitempty"`
+	// Traceparent is the W3C trace context of the claim that inserted the
+	// row (its server span), when the service traces: every later span
+	// about the row links to it, and each event of the row carries it, so
+	// the run that waits for the event joins the claim's trace. The
+	// ledger keeps it as text (ValidateTraceparent); the adapters parse it.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Request is the envelope of the vendor call, kept so the resolver can
@@ -154,6 +160,9 @@ type Event struct {
 	Approval *Approval `json:"approval,omitempty"`
 	// Work is the work item of a queued key (status EventQueued).
 	Work *WorkItem `json:"work,omitempty"`
+	// Traceparent is the row's (Row.Traceparent): the relay continues
+	// that trace in the message's traceparent header.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // EventEscalated is the event status published when a row is paged.
@@ -182,6 +191,6 @@ func newEvent(r *Row, status string, src Source, vendorEventID string, at time.T
 	return Event{
 		Key: r.Key, Tenant: r.Tenant, RunID: r.RunID, Tool: r.Tool, ToolCallID: r.ToolCallID,
 		Status: status, ReceiptID: r.UpstreamReceiptID, Source: src, VendorEventID: vendorEventID,
-		At: at.UTC(), PagedAt: r.PagedAt,
+		At: at.UTC(), PagedAt: r.PagedAt, Traceparent: r.Traceparent,
 	}
 }

@@ -27,6 +27,7 @@ func fullRow() ledger.Row {
 		Autonomy:   ledger.AutonomyApproval,
 		Approval: &ledger.Approval{ID: ledger.ApprovalID("acme", vecKeyAcme), State: ledger.ApprovalGranted, Reason: "policy: false",
 			RequestedAt: t0, ExpiresAt: t0.Add(24 * time.Hour), RequestedBy: "tok_1", Actor: "alice", Note: "ok", DecidedBy: "tok_2", DecidedAt: t0.Add(time.Minute)},
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 }
 

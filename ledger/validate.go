@@ -93,6 +93,36 @@ func validateToolCallID(s string) error {
 	return nil
 }
 
+// TraceparentLen is the length of a W3C traceparent of version 00, the
+// only form a row keeps.
+const TraceparentLen = 55
+
+// ValidateTraceparent checks a row's trace context: empty, or a W3C
+// traceparent of version 00 (https://www.w3.org/TR/trace-context/#traceparent-header):
+// 00-<trace id: 32 hex>-<parent id: 16 hex>-<flags: 2 hex>, lower case,
+// neither id all zeros. It is what the adapters store, formatted from a
+// span context; a caller's raw header never reaches the ledger.
+func ValidateTraceparent(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) != TraceparentLen || s[:3] != "00-" || s[35] != '-' || s[52] != '-' ||
+		!lowerHex(s[3:35]) || !lowerHex(s[36:52]) || !lowerHex(s[53:]) ||
+		strings.Trim(s[3:35], "0") == "" || strings.Trim(s[36:52], "0") == "" {
+		return ErrInvalidTraceparent
+	}
+	return nil
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 func validateRequest(r *Request) error {
 	if r == nil {
 		return nil

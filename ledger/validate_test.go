@@ -505,3 +505,71 @@ func TestNULIsRefusedEverywhereItCouldBeStored(t *testing.T) {
 		t.Errorf("freeze note with NUL: %v, want ErrInvalidFreeze", err)
 	}
 }
+
+func TestValidateTraceparent(t *testing.T) {
+	const valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	tests := []struct {
+		name  string
+		value string
+		ok    bool
+	}{
+		{name: "empty: not traced", value: "", ok: true},
+		{name: "sampled", value: valid, ok: true},
+		{name: "not sampled", value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", ok: true},
+		{name: "random flag", value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03", ok: true},
+		{name: "upper case", value: strings.ToUpper(valid)},
+		{name: "version ff", value: "ff" + valid[2:]},
+		{name: "future version with more fields", value: "01" + valid[2:] + "-what-the-future-will-be-like"},
+		{name: "zero trace id", value: "00-00000000000000000000000000000000-00f067aa0ba902b7-01"},
+		{name: "zero span id", value: "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"},
+		{name: "short trace id", value: "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01"},
+		{name: "non-hex", value: "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01"},
+		{name: "wrong separator", value: "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{name: "trailing data", value: valid + "-00"},
+		{name: "oversized", value: valid + strings.Repeat("a", 8<<10)},
+		{name: "NUL", value: valid[:54] + "\x00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ledger.ValidateTraceparent(tt.value)
+			if got := err == nil; got != tt.ok {
+				t.Fatalf("ValidateTraceparent(%q) = %v, want ok %v", tt.value, err, tt.ok)
+			}
+			if err != nil && (!errors.Is(err, ledger.ErrInvalidTraceparent) || !errors.Is(err, ledger.ErrInvalid)) {
+				t.Errorf("error %v does not match ErrInvalidTraceparent and ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// TestClaimKeepsTraceparent: a row a claim inserts keeps the claim's trace
+// context, and every event of the row carries it; a bad one is refused
+// before anything is stored.
+func TestClaimKeepsTraceparent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req := validClaimRequest()
+	req.Traceparent = tp
+	c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, row, err := ledger.DecideClaim(nil, c, ledger.DefaultPolicy())
+	if err != nil || row == nil {
+		t.Fatalf("claim: %v %v", row, err)
+	}
+	if row.Traceparent != tp || res.Row.Traceparent != tp {
+		t.Fatalf("row traceparent %q, result's %q, want %q", row.Traceparent, res.Row.Traceparent, tp)
+	}
+	ch, err := ledger.Apply(row, ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "pi_1", At: t0.Add(time.Second)}, ledger.DefaultPolicy())
+	if err != nil || ch.Event == nil {
+		t.Fatalf("apply: %v %v", ch, err)
+	}
+	if got := ch.Event.Traceparent; got != tp {
+		t.Errorf("event traceparent %q, want %q", got, tp)
+	}
+
+	req.Traceparent = "00-zz"
+	if _, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0); !errors.Is(err, ledger.ErrInvalidTraceparent) {
+		t.Errorf("bad traceparent: %v, want ErrInvalidTraceparent", err)
+	}
+}

@@ -73,10 +73,18 @@
 // recon.*.*.failed_poison (PageResolver.Consume runs one: ack on success,
 // redelivery on failure), sends the pager's resolve for the same dedup key.
 //
+// # Traces
+//
+// With Options.TracerProvider each row of a pass is a resolve span (a new
+// trace linked to the row's claim, with its attributes and the actions
+// taken) and each page sent or resolved a page span; TracePages does the
+// same for the PageResolver (tracing.go).
+//
 // # Imports and concurrency
 //
-// resolver imports ledger and paging, stripe-go v79, x/time/rate, nats.go's
-// jetstream (for Consume) and the Prometheus client; it declares the Store, Pager and Lookup interfaces it
+// resolver imports ledger, paging and internal/tracing, stripe-go v79,
+// x/time/rate, nats.go's jetstream (for Consume), the Prometheus client
+// and the OpenTelemetry API; it declares the Store, Pager and Lookup interfaces it
 // consumes. A Resolver is safe for concurrent use; Run owns the loop (one
 // pass at a time) and returns when its context ends. Pass starts one
 // goroutine per vendor and Workers goroutines per vendor, and waits for all

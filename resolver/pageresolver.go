@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
 )
@@ -17,14 +20,28 @@ import (
 type PageResolver struct {
 	pager  Pager
 	logger *slog.Logger
+	tracer trace.Tracer
+}
+
+// PageResolverOption configures a PageResolver.
+type PageResolverOption func(*PageResolver)
+
+// TracePages makes each resolve a page span (a root: no request asked for
+// it; linked to the row's claim) from tp.
+func TracePages(tp trace.TracerProvider) PageResolverOption {
+	return func(p *PageResolver) { p.tracer = tracerOf(tp) }
 }
 
 // NewPageResolver returns a PageResolver sending resolves to pager.
-func NewPageResolver(pager Pager, logger *slog.Logger) *PageResolver {
+func NewPageResolver(pager Pager, logger *slog.Logger, opts ...PageResolverOption) *PageResolver {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &PageResolver{pager: pager, logger: logger}
+	p := &PageResolver{pager: pager, logger: logger, tracer: tracerOf(nil)}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // HandleEvent resolves the page of ev's row when ev settles a paged row
@@ -42,9 +59,12 @@ func (p *PageResolver) HandleEvent(ctx context.Context, ev ledger.Event) error {
 		return nil
 	}
 	dk := paging.DedupKey(ev.Tenant, ev.Key)
-	if err := p.pager.Resolve(ctx, dk); err != nil {
+	ctx, span := tracing.StartPage(ctx, p.tracer, tracing.PageResolve, dk, ev.Traceparent)
+	err := p.pager.Resolve(ctx, dk)
+	tracing.End(span, err, pageUndelivered)
+	if err != nil {
 		return fmt.Errorf("resolve page %s: %w", dk, err)
 	}
-	p.logger.Info("resolver: page resolved", "tenant", ev.Tenant, "key", ev.Key, "status", ev.Status, "source", string(ev.Source))
+	p.logger.InfoContext(ctx, "resolver: page resolved", "tenant", ev.Tenant, "key", ev.Key, "status", ev.Status, "source", string(ev.Source))
 	return nil
 }

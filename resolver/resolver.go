@@ -11,7 +11,9 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
 )
@@ -82,6 +84,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the resolver's metrics (nil: not registered).
 	Registerer prometheus.Registerer
+	// TracerProvider receives the resolve and page spans (tracing.go);
+	// nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Options.
@@ -113,6 +118,7 @@ type Resolver struct {
 	opts    Options
 	logger  *slog.Logger
 	metrics *metrics
+	tracer  trace.Tracer
 
 	mu sync.Mutex
 	// pausedUntil is the per-vendor circuit: after a 429/5xx/timeout the
@@ -166,7 +172,7 @@ func New(store Store, opts Options) *Resolver {
 	claimer, _ := store.(DueClaimer)
 	return &Resolver{
 		store: store, claimer: claimer, opts: opts, logger: opts.Logger, metrics: newMetrics(opts.Registerer, opts.Logger),
-		pausedUntil: map[string]time.Time{}, fails: map[string]int{},
+		tracer: tracerOf(opts.TracerProvider), pausedUntil: map[string]time.Time{}, fails: map[string]int{},
 	}
 }
 
@@ -265,16 +271,21 @@ feed:
 // is rescheduled, whatever happened.
 func (r *Resolver) work(ctx context.Context, lk Lookup, row ledger.Row, now time.Time) {
 	log := r.logger.With("tenant", row.Tenant, "key", row.Key, "vendor", row.Vendor)
+	ctx, span := r.startResolve(ctx, row)
 	if until, paused := r.paused(row.Vendor, now); paused {
-		r.reschedule(ctx, row, until.Add(jitter(r.opts.MinBackoff/4)))
+		span.SetAttributes(keyPaused.Bool(true))
+		next := until.Add(jitter(r.opts.MinBackoff / 4))
+		r.reschedule(ctx, row, next)
+		endResolve(span, outcome{next: next})
 		return
 	}
 	out := r.resolve(ctx, lk, row, now)
+	defer func() { endResolve(span, out) }()
 	for _, a := range out.actions {
 		r.metrics.actions.WithLabelValues(row.Vendor, a).Inc()
 	}
 	if out.err != nil {
-		log.Warn("resolver: row not resolved", "err", out.err, "actions", out.actions)
+		log.WarnContext(ctx, "resolver: row not resolved", "err", out.err, "actions", out.actions)
 		if ok, after := retryable(out.err); ok && out.vendorFault {
 			until := r.trip(row.Vendor, now, after)
 			if until.After(out.next) {
@@ -285,7 +296,7 @@ func (r *Resolver) work(ctx context.Context, lk Lookup, row ledger.Row, now time
 		r.heal(row.Vendor)
 	}
 	if out.settled {
-		log.Info("resolver: row settled", "status", out.status, "actions", out.actions)
+		log.InfoContext(ctx, "resolver: row settled", "status", out.status, "actions", out.actions)
 		return
 	}
 	if out.next.IsZero() {
@@ -484,7 +495,9 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 		CustomDetails: details(row),
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.opts.PageTimeout)
+	pctx, span := tracing.StartPage(pctx, r.tracer, tracing.PageTrigger, p.DedupKey, row.Traceparent)
 	err := r.opts.Pager.Trigger(pctx, p)
+	tracing.End(span, err, pageUndelivered)
 	cancel()
 	if err != nil {
 		out.add(ActionError)
@@ -503,8 +516,11 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 		// The row settled between the due snapshot and the trigger: its
 		// settling event carries no PagedAt, so nobody else will resolve
 		// the alert just opened. Best effort; a human sees it settled.
-		if err := r.opts.Pager.Resolve(ctx, p.DedupKey); err != nil {
-			r.logger.Warn("resolver: resolve of a page for a settled row failed", "tenant", row.Tenant, "key", row.Key, "err", err)
+		rctx, span := tracing.StartPage(ctx, r.tracer, tracing.PageResolve, p.DedupKey, row.Traceparent)
+		err := r.opts.Pager.Resolve(rctx, p.DedupKey)
+		tracing.End(span, err, pageUndelivered)
+		if err != nil {
+			r.logger.WarnContext(ctx, "resolver: resolve of a page for a settled row failed", "tenant", row.Tenant, "key", row.Key, "err", err)
 		}
 		out.settled, out.status = true, cur.Status
 		return out

@@ -66,6 +66,13 @@ never events "${service_only[@]}"
 # The MCP gate runs next to an agent's MCP client: the SDK and the ledger's
 # client, none of the service.
 never mcpgate "${service_only[@]}"
+# Tracing in an agent runtime is the OpenTelemetry API only: the SDK, the
+# exporters and the contrib instrumentation (gRPC and protobuf with them)
+# are the service's.
+otel_service=("go.opentelemetry.io/otel/sdk*" "go.opentelemetry.io/otel/exporters*" "go.opentelemetry.io/contrib*" "go.opentelemetry.io/proto*" "google.golang.org/grpc*")
+never client "${otel_service[@]}"
+never events "${otel_service[@]}"
+never internal/tracing "${otel_service[@]}"
 
 only ledger                       # the standard library only
 only paging                       # the standard library only
@@ -80,23 +87,24 @@ internal ledger/postgres ledger
 internal ledger/memstore ledger
 internal ledger/storetest ledger
 internal matcher ledger
-internal webhooks ledger matcher apierror internal/promreg internal/paypaloauth
-internal resolver ledger paging internal/promreg internal/paypaloauth
-internal events ledger
+internal webhooks ledger matcher apierror internal/promreg internal/paypaloauth internal/tracing
+internal resolver ledger paging internal/promreg internal/paypaloauth internal/tracing
+internal events ledger internal/tracing
 internal events/natsserver        # nats-server only: no project package
 internal events/eventsprom internal/promreg
-internal api ledger matcher resolver apierror internal/promreg
+internal api ledger matcher resolver apierror internal/promreg internal/tracing
 internal freeze ledger
 internal policy ledger
-internal approvals ledger paging
+internal approvals ledger paging internal/tracing
+internal internal/tracing ledger
 internal registry ledger policy
-internal client ledger events apierror
-internal mcpgate client ledger events apierror
-internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth
+internal client ledger events apierror internal/tracing
+internal mcpgate client ledger events apierror internal/tracing
+internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth internal/tracing
 # The load program (cmd/httpload: flags and the load code).
-internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth
+internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
 # serve's configuration: validators and types, never a store, api or webhooks.
-internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth
+internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth internal/tracing
 
 # The test helpers serve _test.go files only: no package's build (go list
 # Deps leaves tests out) may pull one in, the helpers themselves aside.

@@ -17,8 +17,13 @@
 // answer, so the vendor retries. Errors use the API's shape
 // {"error": {"code", "message"}} (apierror.Body).
 //
-// Imports: ledger, matcher and apierror of this module; echo and the
-// Prometheus client. Never api, a store, or another adapter.
+// A delivery's server span (the API's, when it traces) is named webhook
+// and carries the endpoint, the event's id and type, the result and the
+// row, linked to the row's claim (tracing.go); never a body, a signature
+// or a secret.
+//
+// Imports: ledger, matcher, apierror and internal/tracing of this module;
+// echo, the Prometheus client and the OpenTelemetry API. Never api, a store, or another adapter.
 //
 // Concurrency: a Handler is immutable after New and safe for concurrent
 // use; it starts no goroutines. Secrets, signatures and bodies are never

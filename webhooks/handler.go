@@ -299,9 +299,10 @@ type admitted struct {
 // with the handler's error, which the route returns as is.
 func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 	req := c.Request()
+	ctx := req.Context()
 	ep := h.lookup(family, c.Param("endpoint"))
 	if ep == nil {
-		h.metrics.webhooks.WithLabelValues(family, resultNotFound).Inc()
+		h.count(ctx, family, resultNotFound)
 		return admitted{}, false, writeError(c, http.StatusNotFound, apierror.CodeNotFound, "no such webhook endpoint")
 	}
 	log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
@@ -310,26 +311,28 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			h.metrics.webhooks.WithLabelValues(ep.vendor, resultTooLarge).Inc()
-			log.WarnContext(req.Context(), "webhook rejected", "result", resultTooLarge, "limit", h.limit)
+			h.count(ctx, ep.vendor, resultTooLarge)
+			log.WarnContext(ctx, "webhook rejected", "result", resultTooLarge, "limit", h.limit)
 			return admitted{}, false, writeError(c, http.StatusRequestEntityTooLarge, apierror.CodeBodyTooLarge, fmt.Sprintf("body exceeds %d bytes", h.limit))
 		}
-		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnparsable).Inc()
+		h.count(ctx, ep.vendor, resultUnparsable)
 		return admitted{}, false, writeError(c, http.StatusBadRequest, "unparsable", "body could not be read")
 	}
 
 	now := h.now()
-	ev, err := ep.accept(req.Context(), req.Header, body, now)
+	ev, err := ep.accept(ctx, req.Header, body, now)
 	if err != nil {
 		return admitted{}, false, h.reject(c, log, ep, err)
 	}
 	ev.Vendor, ev.Received = ep.vendor, now.UTC()
+	traceVerified(ctx, ep, ev)
 	return admitted{ep: ep, ev: ev, d: matcher.Match(ep.tenant, ev, h.types), log: log}, true, nil
 }
 
 func (h *Handler) serve(family string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
+		nameDelivery(ctx)
 		a, ok, err := h.admit(c, family)
 		if !ok {
 			return err
@@ -343,6 +346,7 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 			return h.storeFailed(c, log, ep, ev, err)
 		}
 		h.metrics.ingested(ep.vendor, res)
+		traceResult(ctx, string(res.Outcome), res.Row)
 		if res.Row != nil && h.applied != nil {
 			h.applied(res.Row.Tenant, res.Row.Key)
 		}
@@ -406,7 +410,7 @@ func (h *Handler) reject(c echo.Context, log *slog.Logger, ep *endpoint, err err
 	default:
 		status, result, msg = http.StatusInternalServerError, resultError, "internal error"
 	}
-	h.metrics.webhooks.WithLabelValues(ep.vendor, result).Inc()
+	h.count(ctx, ep.vendor, result)
 	// The error texts of the verifiers name what failed, never a secret,
 	// a signature or the body.
 	log.WarnContext(ctx, "webhook rejected", "result", result, "err", err)
@@ -419,20 +423,20 @@ func (h *Handler) storeFailed(c echo.Context, log *slog.Logger, ep *endpoint, ev
 	attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type)}
 	switch {
 	case errors.Is(err, ledger.ErrInvalid):
-		h.metrics.webhooks.WithLabelValues(ep.vendor, resultInvalid).Inc()
+		h.count(ctx, ep.vendor, resultInvalid)
 		log.WarnContext(ctx, "webhook refused by the ledger", append(attrs, "err", err)...)
 		return writeError(c, http.StatusBadRequest, "invalid_delivery", invalidMessage(err))
 	case errors.Is(err, ledger.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnavailable).Inc()
+		h.count(ctx, ep.vendor, resultUnavailable)
 		log.ErrorContext(ctx, "webhook not stored: store unavailable", append(attrs, "err", err)...)
 		c.Response().Header().Set("Retry-After", "1")
 		return writeError(c, http.StatusServiceUnavailable, apierror.CodeUnavailable, "store unavailable, retry later")
 	case errors.Is(err, context.Canceled):
 		// The sender hung up; it will retry, and nobody reads this answer.
-		h.metrics.webhooks.WithLabelValues(ep.vendor, resultUnavailable).Inc()
+		h.count(ctx, ep.vendor, resultUnavailable)
 		return writeError(c, http.StatusServiceUnavailable, apierror.CodeUnavailable, "request canceled")
 	}
-	h.metrics.webhooks.WithLabelValues(ep.vendor, resultError).Inc()
+	h.count(ctx, ep.vendor, resultError)
 	log.ErrorContext(ctx, "webhook not stored", append(attrs, "err", err)...)
 	return writeError(c, http.StatusInternalServerError, apierror.CodeInternal, "internal error")
 }

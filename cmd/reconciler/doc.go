@@ -19,8 +19,14 @@
 // other one, and the only one that knows which Store and which pager are in
 // use.
 //
+// Traces (tracing.go) are off unless the OTEL_* variables ask for them;
+// then one OpenTelemetry SDK TracerProvider, its exporter chosen by
+// autoexport, is handed to the API, the relay, the resolver and the
+// approval jobs, and flushed last on Close. The JSON log's handler adds
+// trace_id and span_id to records logged inside a span.
+//
 // Concurrency: Main is driven by one goroutine (ParseFlags, Run, Close);
 // HTTPAddr and Err may be called from any goroutine. Every goroutine Run
 // starts is stopped by Close, in the shutdown order HTTP, resolver, relay,
-// NATS, store.
+// NATS, store, traces.
 package main

@@ -176,6 +176,7 @@ func TestLedgerShowEveryField(t *testing.T) {
 		Autonomy:   ledger.AutonomyApproval,
 		Approval: &ledger.Approval{ID: "ap_1", State: ledger.ApprovalGranted, Reason: "policy: false", RequestedAt: ledgerT0, ExpiresAt: ledgerT0,
 			RequestedBy: "tok_a", Actor: "ann", Note: "ok", DecidedBy: "tok_b", DecidedAt: ledgerT0},
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 	rowJSON, err := json.Marshal(row)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/internal/tracing"
 )
 
 // Main is the program: main.go only parses the command line into it, runs it
@@ -29,7 +30,9 @@ type Main struct {
 
 	Stdout io.Writer // --help
 	Stderr io.Writer // the JSON log, when Logger is nil
-	// Getenv reads the environment: RECONCILER_* settings and ${VAR} in the config file.
+	// Getenv reads the environment: RECONCILER_* settings, ${VAR} in the
+	// config file, and whether OTEL_* variables ask for traces (the
+	// OpenTelemetry SDK reads their details from the process, tracing.go).
 	Getenv func(string) string
 	// Logger is built by Run from Config.LogLevel (JSON to Stderr) when nil.
 	Logger *slog.Logger
@@ -105,7 +108,8 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 // until Close. ctx bounds start-up only (connecting to the store and NATS).
 func (m *Main) Run(ctx context.Context) error {
 	if m.Logger == nil {
-		m.Logger = slog.New(slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: m.Config.LogLevel}))
+		// trace_id and span_id on every record logged inside a span.
+		m.Logger = slog.New(tracing.LogHandler(slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: m.Config.LogLevel})))
 	}
 	if m.fatal == nil {
 		m.fatal = make(chan error, 1)
@@ -209,7 +213,8 @@ const (
 	stageResolver              // no new vendor lookups, replays or pages
 	stageRelay                 // drain the outbox to JetStream
 	stageNATS                  // the connection, then the embedded server
-	stageStore                 // last
+	stageStore                 // everything above may still write to it
+	stageTraces                // last: every stage above may still end a span
 	numStages
 )
 
@@ -316,6 +321,9 @@ func (m *Main) usage(w io.Writer) {
   reconciler nats-creds --tenant T|--service
                                            make a NATS credential for the event bus and print its permissions
   reconciler mcp-gate [flags] -- COMMAND   an MCP server in front of another that puts its writes under the ledger
+
+Traces (OpenTelemetry) are off unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER
+(otlp, console, none) is set; the other OTEL_* variables apply (OTEL_SERVICE_NAME: reconciler).
 
 `)
 	_ = config.WriteHelp(w)

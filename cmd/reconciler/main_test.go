@@ -227,7 +227,8 @@ func TestHelp(t *testing.T) {
 				t.Fatalf("err = %v (exit %d), want flag.ErrHelp (exit 0)", err, ExitCode(err))
 			}
 			out := m.stdout.String()
-			want := []string{"--config", config.EnvConfig, config.EnvToken, config.EnvAdminToken, "drill", "send-fixture", "ledger"}
+			want := []string{"--config", config.EnvConfig, config.EnvToken, config.EnvAdminToken, "drill", "send-fixture", "ledger",
+				"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"}
 			def := config.Default()
 			for _, s := range config.Settings() {
 				want = append(want, s.Env(), valueOf(t, def, s.Key))

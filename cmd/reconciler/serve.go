@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/approvals"
@@ -41,6 +42,10 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	tp, err := m.startTracing(ctx)
+	if err != nil {
+		return nil, err
+	}
 	st, err := m.openStore(ctx)
 	if err != nil {
 		return nil, err
@@ -72,7 +77,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		"configured", cfg.Events.SyncedAfter.String(), "stream_replicas", replicas)
 	relay, err := events.NewRelay(st, js, events.RelayOptions{
 		Stream: cfg.Events.Stream, WorkStream: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, SyncedAfter: syncedAfter,
-		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now,
+		Logger: log.With("component", "relay"), Metrics: relayMetrics, Now: m.Now, TracerProvider: tp,
 	})
 	if err != nil {
 		return nil, err
@@ -110,7 +115,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver); err != nil {
+	if err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver, tp); err != nil {
 		return nil, err
 	}
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
@@ -149,13 +154,14 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 			}},
 		},
 		Registerer: reg, Gatherer: reg,
-		Logger: log.With("component", "api"),
-		Now:    m.Now,
+		TracerProvider: tp,
+		Logger:         log.With("component", "api"),
+		Now:            m.Now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	m.startApprovals(st, js, srv.Signal, pagers.approvals)
+	m.startApprovals(st, js, srv.Signal, pagers.approvals, tp)
 
 	wo, err := webhookOptions(cfg)
 	if err != nil {
@@ -330,13 +336,13 @@ func (m *Main) pagers() (servePagers, error) {
 // (every replica runs one; an expiry is a conditional update) and the
 // notifier, a durable JetStream consumer the replicas share. wake tells
 // the API an expired row changed, so its long polls answer at once.
-func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func(tenant, key string), pagers []approvals.Pager) {
+func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func(tenant, key string), pagers []approvals.Pager, tp trace.TracerProvider) {
 	cfg, log := m.Config, m.Logger
-	x := approvals.NewExpirer(st, approvals.ExpirerOptions{Now: m.Now, Logger: log.With("component", "approvals"), Expired: wake})
+	x := approvals.NewExpirer(st, approvals.ExpirerOptions{Now: m.Now, Logger: log.With("component", "approvals"), Expired: wake, TracerProvider: tp})
 	m.goUntilClose(stageResolver, "approval-expiry", x.Run)
 	n := approvals.NewNotifier(approvals.NotifierOptions{
 		Pagers: pagers, Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
-		Logger: log.With("component", "approval-notifier"),
+		Logger: log.With("component", "approval-notifier"), TracerProvider: tp,
 	})
 	m.goUntilClose(stageResolver, "approval-notifier", func(ctx context.Context) error { return n.Consume(ctx, js) })
 }
@@ -344,19 +350,20 @@ func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager) error {
+func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager, tp trace.TracerProvider) error {
 	cfg, log := m.Config, m.Logger
 	lookups := map[string]resolver.Lookup{}
 	if cfg.Stripe.APIKey != "" {
 		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey,
-			MetadataKey: m.stripeMetadataKey(), Now: m.Now})
+			MetadataKey: m.stripeMetadataKey(), Now: m.Now, HTTPClient: vendorClient(tp)})
 		if err != nil {
 			return err
 		}
 		lookups["stripe"] = sl
 	}
 	if cfg.PayPal.ClientID != "" && cfg.PayPal.ClientSecret != "" {
-		pl, err := resolver.NewPayPal(resolver.PayPalOptions{APIBase: cfg.PayPal.APIBase, ClientID: cfg.PayPal.ClientID, ClientSecret: cfg.PayPal.ClientSecret, Now: m.Now})
+		pl, err := resolver.NewPayPal(resolver.PayPalOptions{APIBase: cfg.PayPal.APIBase, ClientID: cfg.PayPal.ClientID, ClientSecret: cfg.PayPal.ClientSecret,
+			Now: m.Now, HTTPClient: vendorClient(tp)})
 		if err != nil {
 			return err
 		}
@@ -364,10 +371,10 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 	}
 	res := resolver.New(st, resolver.Options{
 		Lookups: lookups, Pager: pager, Frozen: frozen, Interval: cfg.Resolver.Interval, SearchLag: cfg.Stripe.SearchLag,
-		Now: m.Now, Logger: log.With("component", "resolver"), Registerer: reg,
+		Now: m.Now, Logger: log.With("component", "resolver"), Registerer: reg, TracerProvider: tp,
 	})
 	m.goUntilClose(stageResolver, "resolver", res.Run)
-	pr := resolver.NewPageResolver(pager, log.With("component", "page-resolver"))
+	pr := resolver.NewPageResolver(pager, log.With("component", "page-resolver"), resolver.TracePages(tp))
 	m.goUntilClose(stageResolver, "page-resolver", func(ctx context.Context) error {
 		return pr.Consume(ctx, js, resolver.ConsumeOptions{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix})
 	})

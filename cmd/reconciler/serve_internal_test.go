@@ -99,3 +99,29 @@ func TestRelaySyncedAfter(t *testing.T) {
 		t.Errorf("the embedded server's synced-after %s does not exceed its sync interval %s", natsserver.SyncedAfter, natsserver.DefaultSyncInterval)
 	}
 }
+
+// TestTracingOn: traces are off unless an OTEL_* variable asks for them.
+func TestTracingOn(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		on   bool
+		exp  string
+	}{
+		{name: "nothing set", env: nil},
+		{name: "an OTLP endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true, exp: "otlp"},
+		{name: "a traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, on: true, exp: "otlp"},
+		{name: "console", env: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, on: true, exp: "console"},
+		{name: "none wins over an endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}},
+		{name: "SDK disabled", env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}},
+		{name: "only a service name", env: map[string]string{"OTEL_SERVICE_NAME": "recon-eu"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			on, exp := tracingOn(func(k string) string { return tt.env[k] })
+			if on != tt.on || exp != tt.exp {
+				t.Errorf("tracingOn = %v %q, want %v %q", on, exp, tt.on, tt.exp)
+			}
+		})
+	}
+}

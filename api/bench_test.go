@@ -1,0 +1,60 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/memstore"
+)
+
+// BenchmarkClaimAPI measures the claim path of the API in process: a POST
+// /v1/claims of a new intent through Handler (auth, strict decoding, the
+// claim, the answer) on a memstore, from parallel callers, each request
+// with an agent's traceparent header. The store is memory so that the
+// API's own cost shows; with bolt an fsync dwarfs it. Tracing is off (no
+// TracerProvider). BENCHMARKS.md compares it across commits, and against
+// BenchmarkClaimAPITraced.
+func BenchmarkClaimAPI(b *testing.B) {
+	benchClaims(b, api.Options{})
+}
+
+// benchClaims runs the claims against a Server built with o (its store,
+// tokens and policy are set here).
+func benchClaims(b *testing.B, o api.Options) {
+	st := memstore.New(ledger.DefaultPolicy())
+	b.Cleanup(func() { _ = st.Close() })
+	o.Store, o.Tokens, o.Policy = st, map[string]string{tokenAcme: "acme"}, ledger.DefaultPolicy()
+	o.ReplayWindow = func(string, *ledger.Request) time.Duration { return 24 * time.Hour }
+	srv, err := api.New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			body := fmt.Sprintf(`{"run_id":"run_bench","tool":"stripe.payment_intents.create","tool_call_id":"call_%d",`+
+				`"vendor":"stripe","tool_class":"write_idempotent","intent":{"amount":%d,"currency":"usd"}}`, i, i)
+			req := httptest.NewRequest(http.MethodPost, "/v1/claims", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tokenAcme)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusCreated {
+				b.Fatalf("claim = %d %s", rec.Code, rec.Body)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+}

@@ -1,0 +1,77 @@
+package events_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/testkit"
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// BenchmarkRelayTraced measures what the publish span costs the relay, in
+// one run: the relay as serve runs it on the embedded server (sync every
+// second, the default window) with tracing off (no TracerProvider: the
+// events carry their row's traceparent header only), with an SDK provider
+// whose exporter drops the spans (what the publish span costs the relay's
+// loop), and with one exporting every span over OTLP/HTTP, batched, to a
+// receiver in the test that reads and drops the requests (what the
+// export adds on the same two cores). BENCHMARKS.md has the figures.
+func BenchmarkRelayTraced(b *testing.B) {
+	for _, mode := range []string{"off", "otlp", "sdk_noop_exporter"} {
+		b.Run(mode, func(b *testing.B) {
+			js := benchJS(b, false, natsserver.DefaultSyncInterval)
+			st := ensureStream(b, js)
+			out := newFakeOutbox()
+			evs := make([]ledger.Event, b.N)
+			for i := range evs {
+				evs[i] = event(i, "succeeded")
+				evs[i].Traceparent = claimTP
+			}
+			var tp trace.TracerProvider
+			if mode == "otlp" {
+				tp = otlpProvider(b)
+			}
+			if mode == "sdk_noop_exporter" {
+				tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			}
+			r, err := events.NewRelay(out, js, events.RelayOptions{TracerProvider: tp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			runRelay(b, r)
+			b.ResetTimer()
+			out.add(evs...)
+			testkit.EventuallyWithin(b, 10*time.Minute, "every record published", func() bool { return streamCount(b, st) == uint64(b.N) })
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// otlpProvider is an SDK TracerProvider batching its spans to an OTLP/HTTP
+// receiver that discards them; shut down (flushing) when b ends.
+func otlpProvider(b *testing.B) *sdktrace.TracerProvider {
+	b.Helper()
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(recv.Close)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp
+}
