@@ -63,7 +63,9 @@ func newEnv(t *testing.T, useBolt bool, opts ...envOpt) *env {
 	e.paypal = newFakePayPal(t)
 	e.pd = newFakePD(t)
 	sl, err := resolver.NewStripe(resolver.StripeOptions{
-		APIBase: e.stripe.URL(), APIKey: "sk_test_fake", CallTimeout: 300 * time.Millisecond,
+		// No test makes the resolver's Stripe calls hang: a roomy timeout
+		// keeps a loaded machine from failing a lookup meant to succeed.
+		APIBase: e.stripe.URL(), APIKey: "sk_test_fake", CallTimeout: 3 * time.Second,
 		SearchRate: 1000, APIRate: 1000, Now: e.clock.Now,
 	})
 	if err != nil {
