@@ -72,11 +72,6 @@ entry or cannot be reached, 2 for a usage error.
 // toolsMaxFile caps a registry file: a few thousand entries fit.
 const toolsMaxFile = 4 << 20
 
-// toolsFailed is a failure whose details are already printed, one line each.
-type toolsFailed struct{ msg string }
-
-func (e *toolsFailed) Error() string { return e.msg }
-
 // runTools runs `reconciler tools apply|list|show|delete`. getenv is
 // os.Getenv in production, stdin what `-f -` reads. It never prints a
 // token: a token travels only in the Authorization header.
@@ -294,7 +289,8 @@ func toolsApply(ctx context.Context, api *ledgerAPI, items []toolsItem, o toolsO
 		fmt.Fprintf(stdout, "%-9s %s (version %d)%s\n", result, ledgerClean(stored.Name), stored.Version, note)
 	}
 	if refused > 0 {
-		return &toolsFailed{msg: fmt.Sprintf("%d of %d entries refused; the others are applied", refused, len(items))}
+		// Each refusal is printed above; this is the summary.
+		return fmt.Errorf("%d of %d entries refused; the others are applied", refused, len(items))
 	}
 	return nil
 }
@@ -310,7 +306,7 @@ func toolsReportFile(stderr io.Writer, err error) error {
 		fmt.Fprintf(stderr, "reconciler tools: %s\n", ledgerClean(p.String()))
 	}
 	n := len(fe.problems)
-	return &toolsFailed{msg: fmt.Sprintf("%s: %d %s; nothing was sent", fe.file, n, plural(n, "problem", "problems"))}
+	return fmt.Errorf("%s: %d %s; nothing was sent", fe.file, n, plural(n, "problem", "problems"))
 }
 
 func plural(n int, one, many string) string {
@@ -604,7 +600,7 @@ func parseToolsYAML(data []byte, doc *yaml.Node) (err error) {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("line %d: a second YAML document: put every entry under the first one's tools:", extra.Line)
+		return fmt.Errorf("line %d: a second YAML document: the file holds one, its entries under \"tools\"", extra.Line)
 	}
 	return nil
 }

@@ -180,8 +180,8 @@ func TestToolsApply(t *testing.T) {
 		wantCode int
 		wantOut  []string // exact lines of stdout, spaces folded; nil: not checked
 		wantErr  []string // substrings of stderr
-		wantPUTs int       // -1: not checked
-		wantNone bool      // no request at all
+		wantPUTs int      // -1: not checked
+		wantNone bool     // no request at all
 	}{
 		{
 			name: "first apply creates every entry", args: []string{"apply", "-f", file},
