@@ -9,7 +9,8 @@
 // This package owns the program: Main (main_program.go), the wiring of the
 // other packages into `serve` (serve.go; the event bus and its credentials
 // in nats.go), and the subcommands drill, send-fixture, ledger (an admin CLI
-// on client.Client), nats-creds (a NATS key pair for a tenant's runtimes
+// on client.Client), tools (a tenant's tool registry from a YAML file, on
+// client.Client; tools_cmd.go), nats-creds (a NATS key pair for a tenant's runtimes
 // or for the service on an external NATS, with the permission entry its
 // admin grants; events.TenantPermissions is the set) and mcp-gate (flags
 // and wiring of mcpgate.Gate over stdio, mcp_gate.go). Configuration —

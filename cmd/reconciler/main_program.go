@@ -318,6 +318,7 @@ func (m *Main) usage(w io.Writer) {
   reconciler send-fixture NAME --url URL --secret S [--set metadata_local_id=rl_…]
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API
+  reconciler tools apply|list|show|delete  a tenant's tool registry: apply -f FILE registers a YAML file's entries
   reconciler nats-creds --tenant T|--service
                                            make a NATS credential for the event bus and print its permissions
   reconciler mcp-gate [flags] -- COMMAND   an MCP server in front of another that puts its writes under the ledger
