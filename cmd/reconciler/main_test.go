@@ -227,7 +227,7 @@ func TestHelp(t *testing.T) {
 				t.Fatalf("err = %v (exit %d), want flag.ErrHelp (exit 0)", err, ExitCode(err))
 			}
 			out := m.stdout.String()
-			want := []string{"--config", config.EnvConfig, config.EnvToken, config.EnvAdminToken, "drill", "send-fixture", "ledger",
+			want := []string{"--config", config.EnvConfig, config.EnvToken, config.EnvAdminToken, "drill", "send-fixture", "ledger", "tools apply", "nats-creds", "mcp-gate",
 				"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"}
 			def := config.Default()
 			for _, s := range config.Settings() {
