@@ -64,6 +64,9 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{}); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
+	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{}); err != nil {
+		t.Fatalf("work stream: %v", err)
+	}
 	relay, err := events.NewRelay(e.store, js, events.RelayOptions{})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
