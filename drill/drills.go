@@ -383,7 +383,6 @@ func (e *env) workItems(ctx context.Context) (uint64, error) {
 	return n, err
 }
 
-
 // sideEffects counts the vendor's objects into r.
 func sideEffects(e *env, r *Result, c *checker) {
 	r.SideEffects = len(e.vendor.Objects())

@@ -158,11 +158,11 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 		Registry:       reg,
 		ApproverTokens: map[string]string{approverToken: tenant},
 		Tokens:         map[string]string{tenantToken: tenant},
-		Policy:       ledger.DefaultPolicy(),
-		ReplayWindow: func(string, *ledger.Request) time.Duration { return replayWindow },
-		Logger:       e.log,
-		Now:          e.clock.Now,
-		PollInterval: 50 * time.Millisecond,
+		Policy:         ledger.DefaultPolicy(),
+		ReplayWindow:   func(string, *ledger.Request) time.Duration { return replayWindow },
+		Logger:         e.log,
+		Now:            e.clock.Now,
+		PollInterval:   50 * time.Millisecond,
 	})
 	if err != nil {
 		return e, err

@@ -129,18 +129,18 @@ type wireClaim struct {
 // SDK's own errors map onto them (client.StopError → stopped, an
 // *client.UnsettledError matching ErrEscalated → escalated, …).
 const (
-	errStopped         = "stopped"          // Code: failed_poison, tool_frozen, approval_denied, approval_expired
+	errStopped         = "stopped"           // Code: failed_poison, tool_frozen, approval_denied, approval_expired
 	errAwaiting        = "awaiting_approval" // Key: do ran out of time while a human had not decided
-	errQueued          = "queued"           // Key: the call is the outbox worker's; nothing was called
-	errUnsettled       = "unsettled"        // RowStatus: the row as last seen
-	errEscalated       = "escalated"        // a human was paged for the key
-	errReportFailed    = "report_failed"    // the outcome report never arrived
-	errUnknownDecision = "unknown_decision" // Code: the decision
-	errAPI             = "api"              // an error answer: Status and Code
-	errTransport       = "transport"        // no answer (from the API, or from the vendor for op call)
-	errProtocol        = "protocol"         // an answer that is not the API's
-	errUnsupported     = "unsupported"      // an op this runner does not know
-	errOther           = "error"            // anything else, a runner's own bug included
+	errQueued          = "queued"            // Key: the call is the outbox worker's; nothing was called
+	errUnsettled       = "unsettled"         // RowStatus: the row as last seen
+	errEscalated       = "escalated"         // a human was paged for the key
+	errReportFailed    = "report_failed"     // the outcome report never arrived
+	errUnknownDecision = "unknown_decision"  // Code: the decision
+	errAPI             = "api"               // an error answer: Status and Code
+	errTransport       = "transport"         // no answer (from the API, or from the vendor for op call)
+	errProtocol        = "protocol"          // an answer that is not the API's
+	errUnsupported     = "unsupported"       // an op this runner does not know
+	errOther           = "error"             // anything else, a runner's own bug included
 )
 
 // wireError is how an op failed. Message is the runtime's message of the
