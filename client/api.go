@@ -257,3 +257,42 @@ func resolve[T any](ctx context.Context, c *Client, key string, r ResolveRequest
 	}
 	return out.Row, nil
 }
+
+// Start is the outbox worker's claim of a queued key (POST
+// /v1/claims/{key}/start, docs/architecture.md §11): the row's own identity,
+// no body. The first start of a queued row answers proceed (attempt 1, the
+// lease), once across workers; a start while an attempt is in flight
+// answers wait; afterwards the §4 table applies (retry_same_key, replay,
+// stop). ErrNotFound when there is no row, ErrNotQueued when the row was
+// not queued for a worker. A lost answer is resent: the resent start finds
+// the lease the first one took and answers wait, never a second proceed.
+func (c *Client) Start(ctx context.Context, key string) (ClaimResponse, error) {
+	return c.start(ctx, key, 0)
+}
+
+// StartWait is Start with ?wait=: an attempt in flight is waited on for up
+// to wait (at most 30 s) before the answer is wait.
+func (c *Client) StartWait(ctx context.Context, key string, wait time.Duration) (ClaimResponse, error) {
+	return c.start(ctx, key, wait)
+}
+
+func (c *Client) start(ctx context.Context, key string, wait time.Duration) (ClaimResponse, error) {
+	if err := ledger.ValidateKey(key); err != nil {
+		return ClaimResponse{}, fmt.Errorf("start: %w: %w", ErrInvalidInput, err)
+	}
+	r := request{method: http.MethodPost, path: keyPath(key, "/start"), accept: []int{http.StatusConflict, http.StatusLocked}}
+	if wait > 0 {
+		r.query = url.Values{"wait": {wait.String()}}
+		r.extra = wait
+	}
+	var out ClaimResponse
+	status, err := c.do(ctx, r, true, &out)
+	if err != nil {
+		return ClaimResponse{}, fmt.Errorf("start %s: %w", key, err)
+	}
+	out.HTTPStatus = status
+	if out.Decision == "" {
+		return ClaimResponse{}, fmt.Errorf("start %s: answer without a decision", key)
+	}
+	return out, nil
+}

@@ -57,6 +57,7 @@ type Client struct {
 	scrub          *Scrubber
 	streamOpts     []string // stream name, subject prefix
 	maxResponse    int64
+	waitQueued     bool
 }
 
 // Option configures a Client.
@@ -77,6 +78,14 @@ func WithNATS(js jetstream.JetStream) Option { return func(c *Client) { c.js = j
 func WithStream(stream, subjectPrefix string) Option {
 	return func(c *Client) { c.streamOpts = []string{stream, subjectPrefix} }
 }
+
+// WithWaitQueued makes Do wait for a queued call (an outbox tool's: the
+// runtime's Worker makes it) until the worker's result settles the row,
+// and return as a replay does (Outcome.Queued) or a *StopError, instead of
+// returning a *QueuedError at once: synchronous semantics for a runtime
+// that has no way to park a run. The wait reads the row every poll
+// interval, and wakes on the key's resolution event WithNATS.
+func WithWaitQueued() Option { return func(c *Client) { c.waitQueued = true } }
 
 // WithPollInterval sets how often a NATS wait also asks the API, and the
 // pause between long polls after an error (default 2 s).

@@ -49,6 +49,14 @@ type Outcome struct {
 	Replayed bool
 	// Waited is true when the key was in flight elsewhere and Do waited.
 	Waited bool
+	// AwaitedApproval is true when the tool's gate asked for a human's
+	// approval (await_approval) and Do waited for the decision: a call
+	// made after it is the one call the grant allowed.
+	AwaitedApproval bool
+	// Queued is true when the claim was queued for the outbox worker and Do
+	// waited for the worker's result (WithWaitQueued): Called is then
+	// false, the worker called, and Row is the row it settled.
+	Queued bool
 }
 
 // ReceiptID is the vendor object id of the side effect, if known.
@@ -70,7 +78,21 @@ func (o Outcome) ReceiptID() string {
 //   - on wait it waits for the row to settle, on NATS when WithNATS was given
 //     (with the API as the fallback), else by long-polling the claim, and
 //     then acts on the new decision;
-//   - on stop it returns a *StopError.
+//   - on stop it returns a *StopError;
+//   - on await_approval (the tool's gate asks a human, docs/architecture.md
+//     §11) it waits for the decision as for a wait — on NATS the approved,
+//     denied and approval_expired events wake it — and then acts on the
+//     key's next answer: proceed (the one call the grant allows, with the
+//     same key; Outcome.AwaitedApproval), or stop with code
+//     approval_denied or approval_expired (*StopError). A ctx that ends
+//     first returns an *AwaitingApprovalError (ErrAwaitingApproval): the
+//     row stays awaiting, and a later Do of the same intent picks it up;
+//   - on queued (an outbox tool: the runtime's Worker makes the call) it
+//     calls nothing and returns a *QueuedError (ErrQueued) naming the key,
+//     row and run, for the runtime to park on — or, with WithWaitQueued,
+//     waits until the worker's call settles the row and returns as a
+//     replay does (Outcome.Queued), or a *StopError. A ctx that ends while
+//     it waits returns the *QueuedError.
 //
 // A nil error means the side effect happened (Row.Status succeeded). A
 // *StopError means the ledger or the vendor refused the intent. A
@@ -104,10 +126,10 @@ func (c *Client) doTool(ctx context.Context, claim ClaimRequest, call CallFunc) 
 	if err != nil {
 		return Outcome{}, err
 	}
-	waited := false
+	waited, awaited, queued := false, false, false
 	for {
 		out := outcomeOf(resp)
-		out.Waited = waited
+		out.Waited, out.AwaitedApproval, out.Queued = waited, awaited, queued
 		c.log.DebugContext(ctx, "claim decided", "key", out.Key, "run_id", claim.RunID, "decision", resp.Decision)
 		switch resp.Decision {
 		case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
@@ -125,6 +147,33 @@ func (c *Client) doTool(ctx context.Context, claim ClaimRequest, call CallFunc) 
 			waited = true
 			if resp, err = c.waitSettled(ctx, claim, resp); err != nil {
 				return out, err
+			}
+		case ledger.DecisionAwaitApproval:
+			if resp.Row == nil {
+				return out, fmt.Errorf("claim: await_approval without a row")
+			}
+			awaited = true
+			out.AwaitedApproval = true
+			c.log.InfoContext(ctx, "call waits for approval", "key", out.Key, "run_id", claim.RunID, "approval_id", approvalID(resp.Row))
+			if resp, err = c.waitSettled(ctx, claim, resp); err != nil {
+				return out, err
+			}
+		case ledger.DecisionQueued:
+			if resp.Row == nil {
+				return out, fmt.Errorf("claim: queued without a row")
+			}
+			qe := &QueuedError{Key: out.Key, RunID: resp.Row.RunID, Row: *resp.Row}
+			if !c.waitQueued {
+				return out, qe
+			}
+			queued = true
+			if resp, err = c.waitWorker(ctx, claim, qe); err != nil {
+				return out, err
+			}
+			if resp.Decision == ledger.DecisionProceed || resp.Decision == ledger.DecisionRetrySameKey {
+				// Never: an outbox row's agent claims answer queued until it
+				// settles. A call here would race the worker.
+				return out, fmt.Errorf("claim of queued key %s answered %s", out.Key, resp.Decision)
 			}
 		default:
 			return out, fmt.Errorf("claim: unknown decision %q", resp.Decision)
@@ -252,6 +301,10 @@ func (c *Client) report(ctx context.Context, key string, rep OutcomeReport) (led
 
 // waitSettled waits until a claim of the row answers something other than
 // wait, or ctx ends.
+//
+// The row may be waiting for an approval (await_approval, then wait until
+// a human decides): a ctx that ends first then returns an
+// *AwaitingApprovalError, else an *UnsettledError.
 func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last ClaimResponse) (ClaimResponse, error) {
 	row := last.Row
 	if !row.PagedAt.IsZero() {
@@ -266,11 +319,14 @@ func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last Claim
 	for {
 		start := time.Now()
 		resp, err := c.ClaimWait(ctx, claim, c.wait)
+		if err == nil && resp.Row != nil {
+			row = resp.Row
+		}
 		if err == nil && resp.Decision != ledger.DecisionWait {
 			return resp, nil
 		}
 		if ctx.Err() != nil {
-			return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
+			return ClaimResponse{}, waitEnded(*row, ctx.Err())
 		}
 		var ae *Error
 		switch {
@@ -292,9 +348,33 @@ func (c *Client) waitSettled(ctx context.Context, claim ClaimRequest, last Claim
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ClaimResponse{}, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
+			return ClaimResponse{}, waitEnded(*row, ctx.Err())
 		}
 	}
+}
+
+// waitEnded is Do's answer when ctx ends while it waits on row: an
+// *AwaitingApprovalError while the row waits for a human (nothing was
+// called), else an *UnsettledError.
+func waitEnded(row ledger.Row, err error) error {
+	if awaitingApproval(row) {
+		return &AwaitingApprovalError{Key: row.Key, ApprovalID: row.Approval.ID, Row: row, Err: err}
+	}
+	return &UnsettledError{Key: row.Key, Status: row.Status, Err: err}
+}
+
+// awaitingApproval reports whether row waits for a human's decision: its
+// approval is requested and no call was ever granted.
+func awaitingApproval(row ledger.Row) bool {
+	return row.Approval != nil && row.Approval.State == ledger.ApprovalRequested &&
+		row.Attempt == 0 && row.Status == ledger.StatusPending
+}
+
+func approvalID(row *ledger.Row) string {
+	if row == nil || row.Approval == nil {
+		return ""
+	}
+	return row.Approval.ID
 }
 
 // escalated is Do's answer for a row a human was paged for: its replay
@@ -336,9 +416,12 @@ func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Ro
 		return ledger.Event{}, false, nil
 	}
 	opts := []events.AwaitOption{events.WithLedger(check), events.WithPollInterval(c.poll)}
-	if len(c.streamOpts) == 2 {
-		opts = append(opts, events.WithStream(c.streamOpts[0]), events.WithSubjectPrefix(c.streamOpts[1]))
+	if awaitingApproval(row) {
+		// A grant settles nothing, but it is what this wait is for: the
+		// key's next claim proceeds.
+		opts = append(opts, events.WithWakeOn(ledger.EventApproved))
 	}
+	opts = append(opts, c.awaitStream()...)
 	ev, err := events.Await(actx, c.js, row.Tenant, row.RunID, row.Key, opts...)
 	if moved != nil {
 		return *moved, false, nil
@@ -348,7 +431,7 @@ func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Ro
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return ClaimResponse{}, false, &UnsettledError{Key: row.Key, Status: row.Status, Err: ctx.Err()}
+			return ClaimResponse{}, false, waitEnded(row, ctx.Err())
 		}
 		return ClaimResponse{}, false, fmt.Errorf("await %s: %w", row.Key, err)
 	}
@@ -357,7 +440,8 @@ func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Ro
 		c.log.WarnContext(ctx, "key escalated to a human", "key", row.Key, "run_id", row.RunID)
 		return ClaimResponse{}, false, escalated(row)
 	}
-	// Settled: the claim now answers replay or stop.
+	// Settled (or, for an approval, granted): the claim now answers
+	// replay, stop or, after a grant, proceed.
 	resp, err := c.Claim(ctx, claim)
 	if err != nil {
 		return ClaimResponse{}, false, err
@@ -367,4 +451,111 @@ func (c *Client) waitNATS(ctx context.Context, claim ClaimRequest, row ledger.Ro
 		return ClaimResponse{}, true, nil
 	}
 	return resp, false, nil
+}
+
+// awaitStream are the Await options naming the client's event stream.
+func (c *Client) awaitStream() []events.AwaitOption {
+	if len(c.streamOpts) == 2 {
+		return []events.AwaitOption{events.WithStream(c.streamOpts[0]), events.WithSubjectPrefix(c.streamOpts[1])}
+	}
+	return nil
+}
+
+// waitWorker waits until the queued key's row is closed — the worker
+// called and reported, or the resolver or a human settled it — and
+// returns the agent's claim of it then (replay or stop). It reads the row
+// (an agent's claim of an open outbox row answers queued at once, so a
+// long poll cannot wait): on NATS it wakes on the key's resolution event,
+// with the row read every poll interval as the fallback; else it reads
+// the row every poll interval. A row a human was paged for ends the wait
+// (ErrEscalated); a ctx that ends first returns q with ctx's error.
+func (c *Client) waitWorker(ctx context.Context, claim ClaimRequest, q *QueuedError) (ClaimResponse, error) {
+	for {
+		row, err := c.awaitClosed(ctx, q.Row)
+		if err != nil {
+			if ctx.Err() != nil {
+				q.Err = ctx.Err()
+				return ClaimResponse{}, q
+			}
+			return ClaimResponse{}, err
+		}
+		if row.Status.Open() {
+			return ClaimResponse{}, escalated(row)
+		}
+		resp, err := c.Claim(ctx, claim)
+		if err != nil {
+			return ClaimResponse{}, err
+		}
+		if resp.Decision != ledger.DecisionQueued {
+			return resp, nil
+		}
+		// The claim reached a replica that has not seen the close yet.
+		q.Row = row
+	}
+}
+
+// awaitClosed returns row once it is closed, or open and paged (a human
+// was paged: only the human or a late webhook settles it).
+func (c *Client) awaitClosed(ctx context.Context, row ledger.Row) (ledger.Row, error) {
+	done := func(r ledger.Row) bool { return !r.Status.Open() || !r.PagedAt.IsZero() }
+	if done(row) {
+		return row, nil
+	}
+	var last *ledger.Row
+	var fatal error
+	read := func(cctx context.Context) bool {
+		r, err := c.Get(cctx, row.Key)
+		var ae *Error
+		switch {
+		case errors.As(err, &ae) && !ae.retryable():
+			fatal = err
+			return true
+		case err != nil:
+			c.log.WarnContext(ctx, "read of queued row failed", "key", row.Key, "err", err)
+			return false
+		}
+		if done(r) {
+			last = &r
+			return true
+		}
+		return false
+	}
+	if c.js != nil {
+		actx, cancel := context.WithCancel(ctx)
+		check := func(cctx context.Context) (ledger.Event, bool, error) {
+			if read(cctx) {
+				cancel() // Await runs the check on its caller's goroutine
+			}
+			return ledger.Event{}, false, nil
+		}
+		opts := append([]events.AwaitOption{events.WithLedger(check), events.WithPollInterval(c.poll)}, c.awaitStream()...)
+		_, err := events.Await(actx, c.js, row.Tenant, row.RunID, row.Key, opts...)
+		cancel()
+		switch {
+		case fatal != nil:
+			return row, fatal
+		case last != nil:
+			return *last, nil
+		case ctx.Err() != nil:
+			return row, ctx.Err()
+		case err != nil:
+			c.log.WarnContext(ctx, "await of queued row failed; reading the row", "key", row.Key, "err", err)
+		}
+		// An event arrived (or Await failed): read the row below.
+	}
+	t := time.NewTicker(c.poll)
+	defer t.Stop()
+	for {
+		if read(ctx) {
+			if fatal != nil {
+				return row, fatal
+			}
+			return *last, nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return row, ctx.Err()
+		}
+	}
 }

@@ -17,6 +17,21 @@
 //     between the call and the report leaves the row pending for its lease,
 //     then a retry of the same intent gets the same key (or the resolver
 //     settles the row from vendor truth).
+//   - Write autonomy (docs/architecture.md §11): on await_approval Do waits
+//     for the human's decision as for a wait (NATS wakes it on approved,
+//     denied, approval_expired), then makes the one call a grant allows or
+//     returns the *StopError (approval_denied, approval_expired); a ctx
+//     that ends first returns an *AwaitingApprovalError (ErrAwaitingApproval),
+//     the row still waiting. On queued (an outbox tool) Do calls nothing
+//     and returns a *QueuedError (ErrQueued: key, run, row) for the
+//     runtime to park on — a typed error, not an Outcome with a nil error,
+//     because a nil error means the side effect happened — or, on a client
+//     WithWaitQueued, waits for the worker's result and returns it as a
+//     replay. Worker is the outbox worker: it takes the tenant's work items
+//     from RECON_WORK through one durable consumer shared by every worker
+//     process, Starts each key (proceed once across workers), calls the
+//     tool's WorkHandler with Do's attempt, and acks. Start, StartWait,
+//     ListApprovals, GetApproval, Approve and Deny are the routes beneath.
 //   - ConnectNATS connects a runtime to the event bus for WithNATS, with
 //     its tenant's credential (NATSCredentials: the seed file
 //     `reconciler nats-creds --tenant T` writes, or a creds file, and a CA)
@@ -44,6 +59,8 @@
 //
 // Concurrency: a Client is safe for concurrent use; Do runs the vendor call
 // on the caller's goroutine and starts no goroutine of its own (events.Await
-// owns and stops its consumer before returning). Transport and StripeBackend
+// owns and stops its consumer before returning). A Worker's goroutines
+// (its pullers, one per concurrency slot, and a progress ticker per call)
+// are owned by Run, which returns once they have ended. Transport and StripeBackend
 // are safe for concurrent use; Scrubber is read-only after NewScrubber.
 package client

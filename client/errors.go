@@ -19,6 +19,10 @@ var (
 	ErrCompensationFailed  = ledger.ErrCompensationFailed  // 422 compensation_failed
 	ErrInvalidTransition   = ledger.ErrInvalidTransition   // 409 invalid_transition
 	ErrUnavailable         = ledger.ErrUnavailable         // 503 unavailable (and a 502/504 from a proxy)
+	ErrNotQueued           = ledger.ErrNotQueued           // 409 not_queued: a start of a row not queued for a worker
+	ErrApprovalDecided     = ledger.ErrApprovalDecided     // 409 approval_decided
+	ErrApprovalExpired     = ledger.ErrApprovalExpired     // 409 approval_expired
+	ErrRequestRequired     = ledger.ErrRequestRequired     // 422 request_required: an outbox tool's claim needs the request envelope
 
 	ErrInvalidInput     = errors.New("invalid input")             // 400 bad_json, invalid_input, bad_body
 	ErrUnauthorized     = errors.New("unauthorized")              // 401 unauthorized
@@ -43,6 +47,12 @@ var (
 	// ErrEscalated means a human was paged for the key (its replay window
 	// closed while the row was open).
 	ErrEscalated = errors.New("escalated to a human")
+	// ErrAwaitingApproval is matched by every *AwaitingApprovalError: the
+	// call waits for a human's approval and nothing was called.
+	ErrAwaitingApproval = errors.New("awaiting approval")
+	// ErrQueued is matched by every *QueuedError: the call was queued for
+	// the runtime's outbox worker, which makes it; the agent calls nothing.
+	ErrQueued = errors.New("queued for the outbox worker")
 )
 
 // codeSentinels maps each API error code to its sentinel.
@@ -52,6 +62,10 @@ var codeSentinels = map[string]error{
 	apierror.CodeCompensationPending: ErrCompensationPending,
 	apierror.CodeCompensationFailed:  ErrCompensationFailed,
 	apierror.CodeInvalidTransition:   ErrInvalidTransition,
+	apierror.CodeNotQueued:           ErrNotQueued,
+	apierror.CodeApprovalDecided:     ErrApprovalDecided,
+	apierror.CodeApprovalExpired:     ErrApprovalExpired,
+	apierror.CodeRequestRequired:     ErrRequestRequired,
 	apierror.CodeUnavailable:         ErrUnavailable,
 	apierror.CodeBadJSON:             ErrInvalidInput,
 	apierror.CodeBadBody:             ErrInvalidInput,
@@ -154,3 +168,58 @@ func (e *UnsettledError) Is(target error) bool { return target == ErrUnsettled }
 
 // Unwrap returns the cause: the vendor call's error or the report's.
 func (e *UnsettledError) Unwrap() error { return e.Err }
+
+// AwaitingApprovalError is Do's answer when its ctx ended while the call
+// waited for a human's approval: nothing was called, and the row stays
+// pending at attempt 0 with its approval requested until a human decides
+// or the request expires. A later Do of the same intent (the same key)
+// picks the wait up again. It matches ErrAwaitingApproval; Err is ctx's
+// error.
+type AwaitingApprovalError struct {
+	Key        string
+	ApprovalID string
+	Row        ledger.Row
+	Err        error
+}
+
+func (e *AwaitingApprovalError) Error() string {
+	msg := "reconciler: key " + e.Key + " awaits approval " + e.ApprovalID
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is matches ErrAwaitingApproval.
+func (e *AwaitingApprovalError) Is(target error) bool { return target == ErrAwaitingApproval }
+
+// Unwrap returns ctx's error.
+func (e *AwaitingApprovalError) Unwrap() error { return e.Err }
+
+// QueuedError is Do's answer for an outbox tool's call (decision queued):
+// the runtime's Worker makes the call, and this agent must not. The row
+// (pending at attempt 0 while the work item waits) settles when the
+// worker reports; a Do of the same intent on a client WithWaitQueued waits
+// for that and returns the receipt, as does reading the row (Get) or
+// waiting for the key's resolution event on run RunID. Err is set when
+// Do waited (WithWaitQueued) and its ctx ended first. It matches ErrQueued.
+type QueuedError struct {
+	Key   string
+	RunID string
+	Row   ledger.Row
+	Err   error
+}
+
+func (e *QueuedError) Error() string {
+	msg := "reconciler: key " + e.Key + " queued for the outbox worker"
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is matches ErrQueued.
+func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
+
+// Unwrap returns ctx's error when Do waited.
+func (e *QueuedError) Unwrap() error { return e.Err }

@@ -2,9 +2,12 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
+	"github.com/agentledger/reconciler/registry"
 )
 
 // exampleAPI serves the real claim API over an in-memory ledger (the
@@ -159,4 +163,78 @@ func ExampleStripeBackend() {
 	// 200 pi_1 rl_0123 <nil>
 	// sent with the ledger key: true
 	// stripe POST /v1/payment_intents: write without a ledger key: wrap the context with client.WithKey (Do does)
+}
+
+// Do of an outbox tool calls nothing: it returns a *QueuedError naming the
+// key, for the runtime to park the run on, while the tenant's Worker makes
+// the call (WithWaitQueued makes Do wait for the worker's result instead).
+func ExampleClient_Do_queued() {
+	store := memstore.New(ledger.DefaultPolicy())
+	srv, err := api.New(api.Options{
+		Store: store, Tokens: map[string]string{"tok_acme": "acme"},
+		Registry: registry.New(store, registry.Options{}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	ctx := context.Background()
+	rc, _ := client.New(ts.URL, "tok_acme")
+	_, _, err = rc.PutTool(ctx, ledger.Tool{
+		Name: "stripe.payment_intents.create", Vendor: "stripe", Class: ledger.ClassWriteIdempotent, SideEffect: "charge",
+		KeyPlacement: ledger.KeyPlacement{Header: "Idempotency-Key"}, Autonomy: ledger.AutonomyOutbox,
+		Checklist: ledger.Checklist{SideEffectDocumented: true, KeyBornInRuntime: true, LedgerOrUniqueField: true,
+			TimeoutLeavesUnknown: true, ErrorClassesMapped: true, DuplicateDeliveryTest: true, CheckedBy: "alice"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	_, err = rc.Do(ctx, client.ClaimRequest{
+		RunID: "run_1", Tool: "stripe.payment_intents.create", Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		Intent: map[string]any{"amount": 1050, "currency": "usd"},
+		// The worker makes the call from the envelope.
+		Request: &ledger.Request{Method: "POST", Path: "/v1/payment_intents", Body: "amount=1050&currency=usd"},
+	}, func(context.Context, string, string) (client.Result, error) {
+		panic("an outbox tool's call is the worker's")
+	})
+	var q *client.QueuedError
+	fmt.Println(errors.As(err, &q), q.RunID, q.Row.Status, q.Row.Attempt)
+	// Output: true run_1 pending 0
+}
+
+// A Worker makes the calls of an outbox tool's queued work items: every
+// worker process of the tenant shares one durable consumer, and each item
+// is called once, with the ledger's key, whichever worker takes it.
+func ExampleWorker() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	nc, js, err := client.ConnectNATS("nats://reconciler.internal:4222", "acme",
+		client.NATSCredentials{NKeyFile: "/etc/agent/acme.nk"})
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	rc, _ := client.New("http://reconciler.internal:8080", os.Getenv("RECONCILER_TOKEN"))
+	sc := &stripeclient.API{}
+	sc.Init(os.Getenv("STRIPE_API_KEY"), &stripe.Backends{API: client.NewStripeBackend(nil)})
+	w, err := client.NewWorker(rc, js, "acme", map[string]client.WorkHandler{
+		"stripe.payment_intents.create": func(ctx context.Context, item client.WorkItem, key, localID string) (client.Result, error) {
+			var in struct {
+				Amount   int64  `json:"amount"`
+				Currency string `json:"currency"`
+			}
+			if err := json.Unmarshal(item.Intent, &in); err != nil {
+				return client.Result{}, err // reported as no answer: the row goes to the resolver
+			}
+			params := &stripe.PaymentIntentParams{Amount: stripe.Int64(in.Amount), Currency: stripe.String(in.Currency)}
+			params.Context = ctx // carries key and localID to StripeBackend
+			pi, err := sc.PaymentIntents.New(params)
+			return client.StripeResult(pi, err)
+		},
+	}, client.WithConcurrency(8))
+	if err != nil {
+		return
+	}
+	_ = w.Run(ctx) // until ctx ends
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/stripe/stripe-go/v79"
 	stripeclient "github.com/stripe/stripe-go/v79/client"
 
@@ -55,3 +57,27 @@ func readmeNATSExample() {
 }
 
 var _ = readmeNATSExample
+
+// readmeAutonomyExample is the README's queued call and Worker.
+func readmeAutonomyExample(ctx context.Context, rc *client.Client, js jetstream.JetStream, sc *stripeclient.API,
+	claim client.ClaimRequest, call client.CallFunc) {
+	_, err := rc.Do(ctx, claim, call) // claim carries Request: the worker calls from it
+	var q *client.QueuedError
+	if errors.As(err, &q) { /* park run q.RunID until key q.Key settles (its NATS event, or rc.Get) */
+	}
+
+	w, err := client.NewWorker(rc, js, "acme", map[string]client.WorkHandler{
+		"stripe.payment_intents.create": func(ctx context.Context, item client.WorkItem, key, localID string) (client.Result, error) {
+			params := &stripe.PaymentIntentParams{Amount: stripe.Int64(1050), Currency: stripe.String("usd")}
+			params.Context = ctx // carries key and localID, as in Do
+			pi, err := sc.PaymentIntents.New(params)
+			return client.StripeResult(pi, err)
+		},
+	}, client.WithConcurrency(8))
+	if err != nil { /* … */
+		return
+	}
+	go w.Run(ctx)
+}
+
+var _ = readmeAutonomyExample

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,30 @@ import (
 // stopped when the test ends, and returns the JetStream of acme's runtime,
 // connected with its seed file as a runtime on another host would.
 func startNATS(t *testing.T, e *env) jetstream.JetStream {
+	t.Helper()
+	return startBus(t, e).rjs
+}
+
+// bus is startNATS's server: the service's JetStream, and what another
+// runtime connection of acme needs.
+type bus struct {
+	url, seedFile string
+	js, rjs       jetstream.JetStream
+}
+
+// connect opens another connection of acme's runtime, closed when the
+// test ends (or earlier by the test: a worker that dies).
+func (b *bus) connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, js, err := client.ConnectNATS(b.url, "acme", client.NATSCredentials{NKeyFile: b.seedFile})
+	if err != nil {
+		t.Fatalf("runtime connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, js
+}
+
+func startBus(t *testing.T, e *env) *bus {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -64,6 +89,9 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{}); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
+	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{}); err != nil {
+		t.Fatalf("work stream: %v", err)
+	}
 	relay, err := events.NewRelay(e.store, js, events.RelayOptions{})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
@@ -78,7 +106,7 @@ func startNATS(t *testing.T, e *env) jetstream.JetStream {
 		t.Fatalf("runtime connect: %v", err)
 	}
 	t.Cleanup(rnc.Close)
-	return rjs
+	return &bus{url: srv.ClientURL(), seedFile: seedFile, js: js, rjs: rjs}
 }
 
 func TestConnectNATS(t *testing.T) {

@@ -103,10 +103,16 @@ func refundCall(base, paymentIntent string) vendorCall {
 // chargeClaim is the claim of one charge of amount: the intent holds only
 // what defines the side effect, and the request envelope lets the resolver
 // replay it with the same key.
-func chargeClaim(runID, toolCallID string, amount int64, intent map[string]any) client.ClaimRequest {
+func (e *env) chargeClaim(runID, toolCallID string, amount int64, intent map[string]any) client.ClaimRequest {
+	return toolClaim(e.tool, runID, toolCallID, amount, intent)
+}
+
+// toolClaim is the charge's claim under registry entry t: its name,
+// vendor and class.
+func toolClaim(t ledger.Tool, runID, toolCallID string, amount int64, intent map[string]any) client.ClaimRequest {
 	return client.ClaimRequest{
-		RunID: runID, Tool: toolCharge, ToolCallID: toolCallID,
-		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		RunID: runID, Tool: t.Name, ToolCallID: toolCallID,
+		Vendor: t.Vendor, ToolClass: t.Class,
 		Intent: intent,
 		Request: &ledger.Request{
 			Method: http.MethodPost, Path: "/v1/payment_intents", ContentType: formType,

@@ -44,6 +44,16 @@
 //
 //	{"protocol":1,"runtime":"python","client":"reconciler_client 0.1.0"}
 //
+// A runner that implements protocol steps beyond the base (below) lists
+// them in its greeting; absent, it has none:
+//
+//	{"protocol":1,"runtime":"python","client":"…","capabilities":["await_approval","queued"]}
+//
+// A drill that needs a step the runner does not announce is skipped —
+// reported as SKIP with the missing step named, neither failed nor
+// passed — so a runner gains drills by implementing and announcing steps,
+// and never fails one it was not built for. The Go runtime has them all.
+//
 // Then it reads one op a line from stdin and answers each with one line,
 // running ops at once (answers may come in any order, matched by id):
 //
@@ -64,7 +74,40 @@
 // (row_status), escalated, report_failed, unknown_decision, api (status and
 // code of the API's answer, message the API's), transport (no answer),
 // protocol (an answer not the API's), unsupported (an op the runner does
-// not know) and error (anything else). At the end of stdin the runner
+// not know) and error (anything else).
+//
+// The steps a runner announces (ProtocolVersion stays 1: a runner that
+// announces none is a version-1 runner as before):
+//
+//   - "await_approval": do faces the decision await_approval (202: the
+//     tool's gate asks a human) as the Go SDK's Do does: it calls nothing,
+//     waits — by long-polling the same claim with ?wait=, which answers
+//     wait (409) while the approval is requested — until a claim answers
+//     anything else, then acts on that answer: proceed (the one call the
+//     grant allows, with the same key and local id, reported as any call)
+//     or stop, answered as error class stopped with code approval_denied
+//     or approval_expired. Its outcome then carries "awaited_approval":
+//     true. A do whose time runs out while the approval is still requested
+//     answers error class awaiting_approval (key set): nothing was called.
+//     The drills irreversible-waits-for-approval, denied-never-calls and
+//     open-checklist-stays-gated need it; the harness approves or denies
+//     with an approver token of its own, after the watch saw the agent
+//     told await_approval.
+//   - "queued": do faces the decision queued (202: an outbox tool; the
+//     runtime's worker makes the call) by calling nothing and answering
+//     error class queued with the key (its outcome: decision queued, the
+//     row). An op do with "wait_queued": true instead waits until the
+//     row is closed — reading GET /v1/claims/{key} every poll interval
+//     (an agent's claim of an open queued row answers queued at once, so
+//     it cannot long-poll) — and then claims again and answers as for that
+//     claim: replay (outcome "queued": true, "called": false, the
+//     worker's receipt) or stopped. A row a human was paged for ends the
+//     wait as escalated. The drill outbox-three-retries-execute-once needs
+//     it; its worker is the Go SDK's client.Worker, run by the harness with
+//     the tenant's NATS credential (the other clients have no JetStream
+//     consumer), so the runner implements no worker op.
+//
+// At the end of stdin the runner
 // exits; an op still in flight is abandoned. A new kind of step (an
 // approval, an outbox worker's pull) is a new op; a new claim decision
 // needs none, decisions travel as strings.
@@ -75,20 +118,40 @@
 // business key reused for another amount (422); compensation refused while
 // pending and made once; a webhook before the runtime's own report; and a
 // row whose replay window closed, paged exactly once over several resolver
-// passes (fake PagerDuty) with one escalated event on NATS.
+// passes (fake PagerDuty) with one escalated event on NATS; a
+// write_irreversible call that waits for approval and calls the vendor
+// once after the grant; a denied approval that stops with approval_denied
+// and never calls; a tool registered autonomous with a checklist box open
+// that stays gated; and three concurrent agent retries of an outbox tool
+// that the worker executes once.
+//
+// Each drill's world has the tool registry (registry.Cache over the
+// bolt store) and an approver token; the harness registers the drills'
+// charge tool (Stripe, write_idempotent, Idempotency-Key, autonomous,
+// every box checked), and each approval or outbox drill registers its
+// variant. Options.Tool (`reconciler drill --tool NAME`) registers a
+// tenant's own entry instead, as registered but with its
+// duplicate_delivery_test box checked (the box the drills decide): the
+// drills built on the fake Stripe run for a Stripe write_idempotent tool
+// keyed in Idempotency-Key that claims autonomously, the approval drills
+// for a tool gated by approval, the outbox drill for an outbox tool, the
+// open-checklist drill for every write tool; the others are skipped.
 //
 // A drill that cannot fail proves nothing, so each has a sabotage
 // (Options.Sabotage, for tests only): an unsafe runtime that mints a fresh
 // key per retry, ignores wait, skips scrub or the claim, reads a 409 or a
 // 500 as "did not happen", refunds without the compensation claim, omits
-// metadata_local_id, or a resolver that does not see paged_at. The
+// metadata_local_id, a resolver that does not see paged_at, a runtime
+// that calls while the approval is requested, calls anew after a denial
+// or takes queued for "not done" and calls, or a registry that ignores an
+// open checklist box. The
 // sabotages live in the harness, made of the runtime's own operations, so
 // they work with every runtime. TestDrillsCatchSabotage runs each drill
 // with its sabotage, with each runtime that can run here, and requires a
 // FAIL; TestDrills requires every drill to pass with each runtime.
 //
 // Imports: api, client, events, events/natsserver, fixtures, ledger,
-// ledger/bolt, paging, resolver and webhooks of this module (it wires them
+// ledger/bolt, paging, registry, resolver and webhooks of this module (it wires them
 // the way cmd/reconciler does), stripe-go and nats.go. Only cmd/reconciler
 // and tests import drill. It runs python3 or node for those runtimes.
 //

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // Options configure Run. The zero value runs every drill.
@@ -29,6 +31,13 @@ type Options struct {
 	// Runtime is the agent runtime the drills drive: RuntimeGo (empty),
 	// RuntimePython or RuntimeTypeScript.
 	Runtime string
+	// Tool is a registered tool's entry to drill (`reconciler drill
+	// --tool`): the world registers it, with its duplicate_delivery_test
+	// box checked (the box the drills decide), and its calls name it; the
+	// drills that do not apply to its class, vendor, key placement or
+	// effective autonomy are skipped. Nil: the drills' own charge tool,
+	// and every drill runs.
+	Tool *ledger.Tool
 	// ClientsDir is the repository's clients/ directory, where the Python
 	// and TypeScript runtimes' runners are (empty: FindClients from the
 	// working directory).
@@ -49,6 +58,10 @@ type Result struct {
 	// Runtime is the agent runtime the drill drove.
 	Runtime string `json:"runtime"`
 	Pass    bool   `json:"pass"`
+	// Skipped is true when the drill did not run: the runtime does not
+	// announce a protocol step it needs, or it does not apply to the tool
+	// drilled. Detail says why; Pass is false, and Passed ignores it.
+	Skipped bool `json:"skipped,omitempty"`
 	// SideEffects is how many objects the fake vendor created (charges and
 	// refunds); Expected is how many the protection allows.
 	SideEffects int    `json:"side_effects"`
@@ -65,6 +78,11 @@ type drill struct {
 	summary  string
 	sabotage string
 	run      func(ctx context.Context, e *env) Result
+	// needs are the runtime capabilities the drill's steps use (capQueued…).
+	needs []string
+	// applies says whether the drill means anything for a tool's entry
+	// (Options.Tool), and why not; nil: for every write tool.
+	applies func(t ledger.Tool) (bool, string)
 }
 
 // Names lists the drills in the order Run runs them.
@@ -120,14 +138,28 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 
 func runOne(ctx context.Context, d drill, o Options) Result {
 	start := time.Now()
+	skip := func(why string) Result {
+		o.Logger.Info("drill skipped", "drill", d.name, "runtime", o.Runtime, "why", why)
+		return Result{Name: d.name, Runtime: o.Runtime, Skipped: true, Detail: why, Seconds: time.Since(start).Seconds()}
+	}
+	if o.Tool != nil && d.applies != nil {
+		if ok, why := d.applies(drilledEntry(*o.Tool)); !ok {
+			return skip(why)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	log := o.Logger.With("drill", d.name, "runtime", o.Runtime)
-	e, err := newEnv(ctx, Options{Logger: log, TempDir: o.TempDir, Sabotage: o.Sabotage, launch: o.launch})
+	e, err := newEnv(ctx, Options{Logger: log, TempDir: o.TempDir, Sabotage: o.Sabotage, launch: o.launch, Tool: o.Tool})
 	if err != nil {
 		return Result{Name: d.name, Runtime: o.Runtime, Detail: "environment: " + err.Error(), Seconds: time.Since(start).Seconds()}
 	}
 	defer e.close()
+	for _, c := range d.needs {
+		if !e.rt.has(c) {
+			return skip(fmt.Sprintf("the %s runtime does not announce protocol step %q", o.Runtime, c))
+		}
+	}
 	r := d.run(ctx, e)
 	r.Name, r.Runtime = d.name, o.Runtime
 	r.Seconds = time.Since(start).Seconds()
@@ -135,14 +167,20 @@ func runOne(ctx context.Context, d drill, o Options) Result {
 	return r
 }
 
-// Passed reports whether every result passed (and there was at least one).
+// Passed reports whether every drill that ran passed, and at least one
+// ran (skipped drills are neither).
 func Passed(results []Result) bool {
+	ran := 0
 	for _, r := range results {
+		if r.Skipped {
+			continue
+		}
 		if !r.Pass {
 			return false
 		}
+		ran++
 	}
-	return len(results) > 0
+	return ran > 0
 }
 
 // WriteTable prints one row per drill: name, PASS/FAIL, side effects seen,
@@ -152,7 +190,10 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "DRILL\tRESULT\tSIDE EFFECTS\tEXPECTED\tDETAIL")
 	for _, r := range results {
 		verdict, detail := "PASS", ""
-		if !r.Pass {
+		switch {
+		case r.Skipped:
+			verdict, detail = "SKIP", r.Detail
+		case !r.Pass:
 			verdict, detail = "FAIL", r.Detail
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Name, verdict, r.SideEffects, r.Expected, detail)

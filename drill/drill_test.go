@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentledger/reconciler/ledger"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -52,6 +54,14 @@ func checkAllPass(t *testing.T, results []Result) {
 	}
 	for _, r := range results {
 		t.Run(r.Name, func(t *testing.T) {
+			if r.Skipped {
+				// Only a runner that does not announce a step may skip;
+				// the Go SDK implements every one.
+				if r.Runtime == RuntimeGo {
+					t.Fatalf("the Go runtime skipped: %s", r.Detail)
+				}
+				t.Skipf("skipped: %s", r.Detail)
+			}
 			if !r.Pass {
 				t.Errorf("FAIL: %s (side effects %d, expected %d)", r.Detail, r.SideEffects, r.Expected)
 			}
@@ -100,6 +110,9 @@ func checkCaught(t *testing.T, o Options, d drill) {
 		t.Fatalf("got %d results, want 1", len(results))
 	}
 	r := results[0]
+	if r.Skipped && r.Runtime != RuntimeGo {
+		t.Skipf("the runtime skips the drill: %s", r.Detail)
+	}
 	if r.Pass {
 		t.Fatalf("drill passed with %s switched off (side effects %d)", d.sabotage, r.SideEffects)
 	}
@@ -201,5 +214,78 @@ func TestOutput(t *testing.T) {
 	}
 	if Passed(results) || !Passed(results[:1]) || Passed(nil) {
 		t.Error("Passed is wrong")
+	}
+	skipped := Result{Name: "c", Skipped: true, Detail: "the python runtime does not announce protocol step \"queued\""}
+	if !Passed(append(results[:1:1], skipped)) || Passed([]Result{skipped}) {
+		t.Error("Passed counts a skipped drill")
+	}
+	var b2 bytes.Buffer
+	_ = WriteTable(&b2, []Result{skipped})
+	if !strings.Contains(b2.String(), "SKIP") || !strings.Contains(b2.String(), "queued") {
+		t.Errorf("a skipped drill's row: %s", b2.String())
+	}
+}
+
+// TestDrillsSkipWithoutCapability: a runner that does not announce the
+// protocol steps a drill needs has that drill skipped, saying which step,
+// never failed and never passed; the drills of the base protocol run.
+func TestDrillsSkipWithoutCapability(t *testing.T) {
+	o := Options{Runtime: "go-runner", launch: testRunner(modeBase), Logger: testLogger(t), TempDir: t.TempDir(),
+		Only: []string{"model-reemits-new-ephemeral-args", "irreversible-waits-for-approval", "denied-never-calls",
+			"open-checklist-stays-gated", "outbox-three-retries-execute-once"}}
+	results, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		wantSkip := r.Name != "model-reemits-new-ephemeral-args"
+		if r.Skipped != wantSkip || (wantSkip && (r.Pass || !strings.Contains(r.Detail, "does not announce protocol step"))) {
+			t.Errorf("%s: skipped=%v pass=%v detail %q", r.Name, r.Skipped, r.Pass, r.Detail)
+		}
+	}
+	if !Passed(results) {
+		t.Error("the drill that ran passed, but Passed says no")
+	}
+}
+
+// TestDrillsOfATool: Options.Tool runs the drills that apply to the
+// entry's class, vendor and effective autonomy, with the entry as
+// registered, and skips the others saying why.
+func TestDrillsOfATool(t *testing.T) {
+	outbox := defaultTool()
+	outbox.Name, outbox.Autonomy, outbox.Checklist.DuplicateDeliveryTest = "charge_later", ledger.AutonomyOutbox, false
+	irreversible := defaultTool()
+	irreversible.Name, irreversible.Vendor, irreversible.Class = "wire_transfer", "bank", ledger.ClassWriteIrreversible
+	irreversible.KeyPlacement = ledger.KeyPlacement{BodyField: "reference"}
+	for _, tc := range []struct {
+		name string
+		tool ledger.Tool
+		runs []string
+	}{
+		{"outbox", outbox, []string{"open-checklist-stays-gated", "outbox-three-retries-execute-once"}},
+		{"irreversible", irreversible, []string{"irreversible-waits-for-approval", "denied-never-calls", "open-checklist-stays-gated"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			results, err := Run(context.Background(), Options{Tool: &tc.tool, Logger: testLogger(t), TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ran []string
+			for _, r := range results {
+				if r.Skipped {
+					if r.Detail == "" {
+						t.Errorf("%s skipped without a reason", r.Name)
+					}
+					continue
+				}
+				ran = append(ran, r.Name)
+				if !r.Pass {
+					t.Errorf("%s: %s", r.Name, r.Detail)
+				}
+			}
+			if strings.Join(ran, " ") != strings.Join(tc.runs, " ") {
+				t.Fatalf("ran %v, want %v", ran, tc.runs)
+			}
+		})
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
 	"github.com/agentledger/reconciler/resolver"
@@ -28,6 +30,10 @@ const (
 	SabotageCompensateUnclaimed = "compensate-unclaimed" // refunds without the compensation claim
 	SabotageNoLocalID           = "no-local-id"          // the call omits metadata_local_id
 	SabotageForgetPaged         = "forget-paged"         // the resolver does not see paged_at
+	SabotageCallBeforeApproval  = "call-before-approval" // the runtime calls while the approval is requested
+	SabotageIgnoreDenial        = "ignore-denial"        // a denied call is made anew under a fresh key
+	SabotageIgnoreChecklist     = "ignore-checklist"     // the registry grants autonomy despite an open box
+	SabotageQueuedAsFailure     = "queued-as-failure"    // each queued retry calls the vendor itself
 )
 
 // callTimeout is the runtime's vendor-call timeout in drill 1: short, so
@@ -36,23 +42,345 @@ const callTimeout = time.Second
 
 var drills = []drill{
 	{"slow-success-timeout", "vendor commits, then hangs past the client timeout; the agent re-runs the intent",
-		SabotageFreshKeyPerRetry, slowSuccess},
+		SabotageFreshKeyPerRetry, slowSuccess, nil, stripeAutonomous},
 	{"double-harness-resume", "crash after the call, before the report; two resumes at once",
-		SabotageIgnoreWait, doubleResume},
+		SabotageIgnoreWait, doubleResume, nil, stripeAutonomous},
 	{"model-reemits-new-ephemeral-args", "the model re-emits the call with a fresh request_id and idempotency_key",
-		SabotageNoScrub, modelReemits},
+		SabotageNoScrub, modelReemits, nil, stripeAutonomous},
 	{"upstream-409-with-receipt", "the vendor answers 409 already exists, naming the object",
-		SabotageDrop409Receipt, conflictWithReceipt},
+		SabotageDrop409Receipt, conflictWithReceipt, nil, stripeAutonomous},
 	{"vendor-500-then-webhook", "the vendor commits and answers 500; its signed webhook closes the row",
-		SabotageFreshKeyAfter5xx, serverErrorThenWebhook},
+		SabotageFreshKeyAfter5xx, serverErrorThenWebhook, nil, stripeAutonomous},
 	{"same-key-different-amount", "a business key reused for a different amount",
-		SabotageSkipClaim, sameKeyDifferentAmount},
+		SabotageSkipClaim, sameKeyDifferentAmount, nil, stripeAutonomous},
 	{"compensation-once", "a refund is refused while the charge is pending and made once after",
-		SabotageCompensateUnclaimed, compensationOnce},
+		SabotageCompensateUnclaimed, compensationOnce, nil, stripeAutonomous},
 	{"webhook-before-report", "the vendor's webhook arrives before the runtime's own report",
-		SabotageNoLocalID, webhookBeforeReport},
+		SabotageNoLocalID, webhookBeforeReport, nil, stripeAutonomous},
 	{"replay-window-expiry-pages-once", "an unknown row outlives its replay window; the resolver passes several times",
-		SabotageForgetPaged, pageOnce},
+		SabotageForgetPaged, pageOnce, nil, stripeAutonomous},
+	{"irreversible-waits-for-approval", "a write_irreversible call waits for a human, then calls the vendor exactly once",
+		SabotageCallBeforeApproval, approvalWaits, []string{capAwaitApproval}, gated},
+	{"denied-never-calls", "a denied approval stops the call with approval_denied; the vendor is never called",
+		SabotageIgnoreDenial, deniedNeverCalls, []string{capAwaitApproval}, gated},
+	{"open-checklist-stays-gated", "a tool registered autonomous with a checklist box open waits for approval",
+		SabotageIgnoreChecklist, openChecklistGated, []string{capAwaitApproval}, nil},
+	{"outbox-three-retries-execute-once", "three concurrent agent retries of an outbox tool; the worker calls once",
+		SabotageQueuedAsFailure, outboxOnce, []string{capQueued}, outboxed},
+}
+
+// stripeAutonomous: the drills built on the fake Stripe's replay of a
+// repeated Idempotency-Key and on retry_same_key apply to a Stripe tool,
+// write_idempotent, keyed in Idempotency-Key, that claims autonomously.
+func stripeAutonomous(t ledger.Tool) (bool, string) {
+	eff, _ := t.EffectiveAutonomy()
+	switch {
+	case t.Vendor != "stripe" || t.Class != ledger.ClassWriteIdempotent || !strings.EqualFold(t.KeyPlacement.Header, keyHeader):
+		return false, "drills a Stripe write_idempotent tool keyed in Idempotency-Key"
+	case eff != ledger.AutonomyAutonomous:
+		return false, "drills an autonomous tool; this one's effective autonomy is " + string(eff)
+	}
+	return true, ""
+}
+
+// gated: the approval drills apply to a tool whose calls wait for a human.
+func gated(t ledger.Tool) (bool, string) {
+	if eff, _ := t.EffectiveAutonomy(); eff != ledger.AutonomyApproval {
+		return false, "drills a tool gated by approval; this one's effective autonomy is " + string(eff)
+	}
+	return true, ""
+}
+
+// outboxed: the outbox drill applies to a tool the worker calls.
+func outboxed(t ledger.Tool) (bool, string) {
+	if eff, _ := t.EffectiveAutonomy(); eff != ledger.AutonomyOutbox {
+		return false, "drills an outbox tool; this one's effective autonomy is " + string(eff)
+	}
+	return true, ""
+}
+
+// gatedEntry is the entry the approval drills claim under: the drilled
+// tool as registered, or the charge made write_irreversible (never
+// autonomous).
+func (e *env) gatedEntry() ledger.Tool {
+	if e.custom {
+		return e.tool
+	}
+	t := e.tool.Clone()
+	t.Class = ledger.ClassWriteIrreversible
+	return t
+}
+
+// openApproval waits for the one open approval request of key.
+func (e *env) openApproval(ctx context.Context, key string) (client.ApprovalView, error) {
+	var view client.ApprovalView
+	err := poll(ctx, func() (bool, error) {
+		page, err := e.approver.ListApprovals(ctx, client.ApprovalQuery{})
+		for _, v := range page.Approvals {
+			if v.Row.Key == key {
+				view = v
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	return view, err
+}
+
+// awaitingKey waits until the watch saw agent told await_approval and
+// returns the key, or "" when the agent's run ended first.
+func (e *env) awaitingKey(ctx context.Context, a *agent, r *run) string {
+	if !waitEither(ctx, e.watch.answered(a.name, ledger.DecisionAwaitApproval), r) {
+		return ""
+	}
+	return e.watch.key(a.name, ledger.DecisionAwaitApproval)
+}
+
+// 10. A write_irreversible tool's call (or the drilled tool's, gated by
+// approval) waits for a human: the agent's do is told await_approval and
+// calls nothing; the approver grants it; the call is made once, with the
+// ledger's key; the same intent again replays.
+func approvalWaits(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	entry := e.gatedEntry()
+	if err := e.register(ctx, entry); err != nil {
+		return c.abort(r, err)
+	}
+	a := e.agent("a")
+	call := chargeCall(e.vendor.URL(), 1050, true)
+	claim := toolClaim(entry, "run_a1", "call_1", 1050, chargeIntent(1050))
+	run := goRun(func() (client.Outcome, error) { return a.do(ctx, claim, call) })
+	key := e.awaitingKey(ctx, a, run)
+	if c.expect(key != "", "the agent was never told await_approval") {
+		if e.sabotage == SabotageCallBeforeApproval {
+			// The unsafe runtime reads await_approval as proceed.
+			row, _ := e.ledger.Get(ctx, key)
+			_, _ = a.call(ctx, call, key, row.MetadataLocalID)
+		}
+		c.expect(e.vendor.Posts() == 0, "the vendor saw %d posts before the approval, want none", e.vendor.Posts())
+		view, err := e.openApproval(ctx, key)
+		if c.expect(err == nil, "no approval request for %s: %v", key, err) {
+			_, err = e.approver.Approve(ctx, view.Approval.ID, client.ApprovalDecision{Actor: "drill approver", Note: "drill"})
+			c.expect(err == nil, "approve: %v", err)
+		}
+	}
+	<-run.done
+	c.expect(run.err == nil && run.out.Called && run.out.AwaitedApproval && run.out.Key == key,
+		"do after the grant: called=%v awaited=%v err=%v, want one call with the waiting key", run.out.Called, run.out.AwaitedApproval, run.err)
+	c.expect(run.out.Row.Status == ledger.StatusSucceeded, "row after the call is %q, want succeeded", run.out.Row.Status)
+	claim.ToolCallID = "call_2"
+	again, err := a.do(ctx, claim, call)
+	c.expect(err == nil && again.Decision == ledger.DecisionReplay && !again.Called,
+		"the same intent again: %s called=%v err=%v, want a replay", again.Decision, again.Called, err)
+	keys := e.vendor.Keys()
+	c.expect(len(keys) == 1 && keys[0] == key, "vendor saw keys %v, want the ledger key once", keys)
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 11. The approver denies the call: the waiting do stops with
+// approval_denied, the row is failed_poison, the same intent again stops,
+// and the vendor is never called.
+func deniedNeverCalls(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 0}, &checker{}
+	entry := e.gatedEntry()
+	if err := e.register(ctx, entry); err != nil {
+		return c.abort(r, err)
+	}
+	a := e.agent("a")
+	call := chargeCall(e.vendor.URL(), 1050, true)
+	claim := toolClaim(entry, "run_a2", "call_1", 1050, chargeIntent(1050))
+	run := goRun(func() (client.Outcome, error) { return a.do(ctx, claim, call) })
+	key := e.awaitingKey(ctx, a, run)
+	if c.expect(key != "", "the agent was never told await_approval") {
+		view, err := e.openApproval(ctx, key)
+		if c.expect(err == nil, "no approval request for %s: %v", key, err) {
+			_, err = e.approver.Deny(ctx, view.Approval.ID, client.ApprovalDecision{Actor: "drill approver", Note: "not this charge"})
+			c.expect(err == nil, "deny: %v", err)
+		}
+	}
+	<-run.done
+	var se *client.StopError
+	c.expect(errors.As(run.err, &se) && se.Code == ledger.CodeApprovalDenied && !run.out.Called,
+		"do after the denial: called=%v err=%v, want stop approval_denied", run.out.Called, run.err)
+	if e.sabotage == SabotageIgnoreDenial {
+		// "It failed": the unsafe runtime tries anew.
+		_, _ = callUnclaimed(ctx, a, call)
+	}
+	claim.ToolCallID = "call_2"
+	_, err := a.do(ctx, claim, call)
+	c.expect(errors.As(err, &se) && se.Code == ledger.CodeApprovalDenied, "the same intent again: %v, want stop approval_denied", err)
+	if key != "" {
+		row, err := e.ledger.Get(ctx, key)
+		c.expect(err == nil && row.Status == ledger.StatusFailedPoison, "row %s (%v), want failed_poison", row.Status, err)
+	}
+	c.expect(e.vendor.Posts() == 0, "vendor saw %d posts, want none", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// 12. A tool registered autonomous, but with one checklist box open
+// (error_classes_mapped), is gated: its call waits for approval, the
+// request names the open box, nothing is called until the grant, and the
+// grant allows one call.
+func openChecklistGated(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	entry := e.tool.Clone()
+	entry.Autonomy, entry.Checklist.ErrorClassesMapped = ledger.AutonomyAutonomous, false
+	if err := e.register(ctx, entry); err != nil {
+		return c.abort(r, err)
+	}
+	a := e.agent("a")
+	call := chargeCall(e.vendor.URL(), 1050, true)
+	claim := toolClaim(entry, "run_a3", "call_1", 1050, chargeIntent(1050))
+	run := goRun(func() (client.Outcome, error) { return a.do(ctx, claim, call) })
+	key := e.awaitingKey(ctx, a, run)
+	if c.expect(key != "", "the agent was never told await_approval") {
+		c.expect(e.vendor.Posts() == 0, "the vendor saw %d posts before the approval, want none", e.vendor.Posts())
+		view, err := e.openApproval(ctx, key)
+		if c.expect(err == nil, "no approval request for %s: %v", key, err) {
+			c.expect(strings.Contains(view.Approval.Reason, "error_classes_mapped"), "approval reason %q does not name the open box", view.Approval.Reason)
+			_, err = e.approver.Approve(ctx, view.Approval.ID, client.ApprovalDecision{Actor: "drill approver", Note: "drill"})
+			c.expect(err == nil, "approve: %v", err)
+		}
+	}
+	<-run.done
+	c.expect(run.err == nil && run.out.Called && run.out.AwaitedApproval,
+		"do: called=%v awaited=%v err=%v, want one call after the grant", run.out.Called, run.out.AwaitedApproval, run.err)
+	c.expect(e.vendor.Posts() == 1, "vendor saw %d posts, want 1", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// outboxEntry is the entry the outbox drill claims under: the drilled
+// tool as registered, or the charge with autonomy outbox.
+func (e *env) outboxEntry() ledger.Tool {
+	if e.custom {
+		return e.tool
+	}
+	t := e.tool.Clone()
+	t.Autonomy = ledger.AutonomyOutbox
+	return t
+}
+
+// 13. Three agent retries of an outbox tool's call arrive at once: each
+// is told queued and calls nothing; one work item reaches RECON_WORK; the
+// runtime's worker (the Go SDK's client.Worker, with the tenant's NATS
+// credential) starts the key, calls once and reports; every retry gets
+// the receipt.
+func outboxOnce(ctx context.Context, e *env) Result {
+	r, c := Result{Expected: 1}, &checker{}
+	entry := e.outboxEntry()
+	if err := e.register(ctx, entry); err != nil {
+		return c.abort(r, err)
+	}
+	call := chargeCall(e.vendor.URL(), 1050, true)
+	names := []string{"a", "b", "c"}
+	runs := make([]*run, len(names))
+	for i, name := range names {
+		a := e.agent(name)
+		claim := toolClaim(entry, "run_o1", fmt.Sprintf("call_%d", i+1), 1050, chargeIntent(1050))
+		runs[i] = goRun(func() (client.Outcome, error) {
+			if e.sabotage != SabotageQueuedAsFailure {
+				return a.doWaitQueued(ctx, claim, call)
+			}
+			// The unsafe runtime takes queued for "not done" and calls.
+			out, err := a.do(ctx, claim, call)
+			if errors.Is(err, client.ErrQueued) {
+				res, cerr := callUnclaimed(ctx, a, call)
+				return client.Outcome{Decision: out.Decision, Key: out.Key, Called: true, Result: res}, cerr
+			}
+			return out, err
+		})
+	}
+	// Every retry is told queued before the worker starts: one item for all.
+	for i, name := range names {
+		c.expect(waitEither(ctx, e.watch.answered(name, ledger.DecisionQueued), runs[i]), "agent %s was never told queued", name)
+	}
+	stop, err := e.startWorker(ctx, entry, call)
+	if err != nil {
+		return c.abort(r, err)
+	}
+	var key, receipt string
+	for i, rr := range runs {
+		<-rr.done
+		c.expect(rr.err == nil && !rr.out.Called, "retry %d: called=%v err=%v, want the worker's receipt without a call", i+1, rr.out.Called, rr.err)
+		if i == 0 {
+			key, receipt = rr.out.Key, rr.out.ReceiptID()
+		}
+		c.expect(rr.out.Key == key && rr.out.ReceiptID() == receipt && receipt != "",
+			"retry %d got key %q receipt %q, want %q %q", i+1, rr.out.Key, rr.out.ReceiptID(), key, receipt)
+	}
+	stop()
+	if key != "" {
+		row, err := e.ledger.Get(ctx, key)
+		c.expect(err == nil && row.Status == ledger.StatusSucceeded && row.Autonomy == ledger.AutonomyOutbox && row.Attempt == 1,
+			"row %s autonomy %s attempt %d (%v), want succeeded by the worker's one attempt", row.Status, row.Autonomy, row.Attempt, err)
+	}
+	items, err := e.workItems(ctx)
+	c.expect(err == nil && items == 0, "RECON_WORK holds %d items (%v), want none", items, err)
+	c.expect(e.vendor.Posts() == 1, "vendor saw %d posts, want 1", e.vendor.Posts())
+	sideEffects(e, &r, c)
+	return c.result(r)
+}
+
+// startWorker runs the tenant's outbox worker (client.Worker, through the
+// watch as agent "worker", on the runtime's NATS connection) with call as
+// the handler of entry; stop ends it and waits.
+func (e *env) startWorker(ctx context.Context, entry ledger.Tool, call vendorCall) (stop func(), _ error) {
+	wc, err := client.New(e.watch.agentsURL()+"/worker", tenantToken, client.WithLogger(e.log),
+		client.WithRetries(agentRetries, agentBackoffMS*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	h := func(ctx context.Context, _ client.WorkItem, key, localID string) (client.Result, error) {
+		return goCall(call)(ctx, key, localID)
+	}
+	w, err := client.NewWorker(wc, e.rjs, tenant, map[string]client.WorkHandler{entry.Name: h},
+		client.WithConcurrency(2), client.WithWorkerLogger(e.log))
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				e.log.Warn("worker", "err", err)
+			}
+		})
+	}, nil
+}
+
+// workItems is how many work items RECON_WORK holds, once the outbox is
+// drained and an acked item had time to go.
+func (e *env) workItems(ctx context.Context) (uint64, error) {
+	if err := e.drained(ctx); err != nil {
+		return 0, err
+	}
+	st, err := e.js.Stream(ctx, events.DefaultWorkStream)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	// An acked item goes at once; one still there after a few seconds stays.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err = poll(ctx, func() (bool, error) {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		n = info.State.Msgs
+		return n == 0, nil
+	})
+	if ctx.Err() != nil {
+		return n, nil // report what is left
+	}
+	return n, err
 }
 
 // sideEffects counts the vendor's objects into r.
@@ -72,7 +400,7 @@ func slowSuccess(ctx context.Context, e *env) Result {
 	charge := chargeCall(e.vendor.URL(), 1050, true)
 	charge.SDK, charge.TimeoutMS = sdkStripe, callTimeout.Milliseconds()
 	e.vendor.Plan(1, FaultHang)
-	claim := chargeClaim("run_d1", "call_1", 1050, chargeIntent(1050))
+	claim := e.chargeClaim("run_d1", "call_1", 1050, chargeIntent(1050))
 
 	first, err := a.do(ctx, claim, charge)
 	c.expect(errors.Is(err, client.ErrUnsettled), "first attempt: want unsettled after the timeout, got %v", err)
@@ -137,7 +465,7 @@ func doubleResume(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	a, b := e.agent("a"), e.agent("b")
 	call := chargeCall(e.vendor.URL(), 1050, true)
-	claim := chargeClaim("run_d2", "call_1", 1050, chargeIntent(1050))
+	claim := e.chargeClaim("run_d2", "call_1", 1050, chargeIntent(1050))
 
 	resp, err := a.claim(ctx, claim)
 	if !c.expect(err == nil && resp.Decision == ledger.DecisionProceed && resp.Row != nil,
@@ -213,9 +541,9 @@ func modelReemits(ctx context.Context, e *env) Result {
 		}
 	}
 
-	first, err := a.do(ctx, chargeClaim("run_d3", "call_1", 1050, intent1), call)
+	first, err := a.do(ctx, e.chargeClaim("run_d3", "call_1", 1050, intent1), call)
 	c.expect(err == nil && first.Row.Status == ledger.StatusSucceeded, "first call: %s %v", first.Row.Status, err)
-	second, err := a.do(ctx, chargeClaim("run_d3", "call_2", 1050, intent2), call)
+	second, err := a.do(ctx, e.chargeClaim("run_d3", "call_2", 1050, intent2), call)
 	c.expect(err == nil, "re-emitted call: %v", err)
 	c.expect(second.Key == first.Key, "re-emitted call got another key")
 	c.expect(second.Decision == ledger.DecisionReplay && !second.Called,
@@ -236,7 +564,7 @@ func conflictWithReceipt(ctx context.Context, e *env) Result {
 	if e.sabotage == SabotageDrop409Receipt {
 		call.Receipt = []string{"id"} // "409 is an error; its body is not ours to read"
 	}
-	out, err := a.do(ctx, chargeClaim("run_d4", "call_1", 1050, chargeIntent(1050)), call)
+	out, err := a.do(ctx, e.chargeClaim("run_d4", "call_1", 1050, chargeIntent(1050)), call)
 	if err != nil && e.sabotage == SabotageDrop409Receipt {
 		// ...and having "failed", the unsafe runtime tries once more anew.
 		_, _ = callUnclaimed(ctx, a, chargeCall(e.vendor.URL(), 1050, true))
@@ -260,7 +588,7 @@ func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 	a, b := e.agent("a"), e.agent("b")
 	call := chargeCall(e.vendor.URL(), 1050, true)
 	e.vendor.Plan(1, Fault500)
-	claim := chargeClaim("run_d5", "call_1", 1050, chargeIntent(1050))
+	claim := e.chargeClaim("run_d5", "call_1", 1050, chargeIntent(1050))
 	first, err := a.do(ctx, claim, call)
 	c.expect(errors.Is(err, client.ErrUnsettled), "first call: want unsettled after a 500, got %v", err)
 	c.expect(first.Row.Status == ledger.StatusUnknown, "row after the 500 is %q, want unknown", first.Row.Status)
@@ -294,12 +622,12 @@ func serverErrorThenWebhook(ctx context.Context, e *env) Result {
 func sameKeyDifferentAmount(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 1}, &checker{}
 	a := e.agent("a")
-	claim := chargeClaim("run_d6", "call_1", 1050, chargeIntent(1050))
+	claim := e.chargeClaim("run_d6", "call_1", 1050, chargeIntent(1050))
 	claim.Key = "order_1042"
 	_, err := a.do(ctx, claim, chargeCall(e.vendor.URL(), 1050, true))
 	c.expect(err == nil, "first charge: %v", err)
 
-	other := chargeClaim("run_d6", "call_2", 2000, chargeIntent(2000))
+	other := e.chargeClaim("run_d6", "call_2", 2000, chargeIntent(2000))
 	other.Key = "order_1042"
 	var second client.Outcome
 	if e.sabotage == SabotageSkipClaim {
@@ -324,7 +652,7 @@ func compensationOnce(ctx context.Context, e *env) Result {
 	a := e.agent("a")
 	e.vendor.Plan(1, FaultHold)
 	ch := goRun(func() (client.Outcome, error) {
-		return a.do(ctx, chargeClaim("run_d7", "call_1", 1050, chargeIntent(1050)), chargeCall(e.vendor.URL(), 1050, true))
+		return a.do(ctx, e.chargeClaim("run_d7", "call_1", 1050, chargeIntent(1050)), chargeCall(e.vendor.URL(), 1050, true))
 	})
 	select {
 	case <-e.watch.answered(a.name, ledger.DecisionProceed):
@@ -437,7 +765,7 @@ func webhookBeforeReport(ctx context.Context, e *env) Result {
 		h.before, _ = e.ledger.Get(ctx, key)
 		seen <- h
 	})
-	out, err := a.do(ctx, chargeClaim("run_d8", "call_1", 1050, chargeIntent(1050)),
+	out, err := a.do(ctx, e.chargeClaim("run_d8", "call_1", 1050, chargeIntent(1050)),
 		chargeCall(e.vendor.URL(), 1050, e.sabotage != SabotageNoLocalID))
 	var h hookSeen
 	select {
@@ -479,7 +807,7 @@ func pageOnce(ctx context.Context, e *env) Result {
 	r, c := Result{Expected: 0}, &checker{}
 	a := e.agent("a")
 	e.vendor.Plan(1, FaultDrop)
-	out, err := a.do(ctx, chargeClaim("run_d9", "call_1", 1050, chargeIntent(1050)), chargeCall(e.vendor.URL(), 1050, true))
+	out, err := a.do(ctx, e.chargeClaim("run_d9", "call_1", 1050, chargeIntent(1050)), chargeCall(e.vendor.URL(), 1050, true))
 	c.expect(errors.Is(err, client.ErrUnsettled) && out.Row.Status == ledger.StatusUnknown,
 		"call on a dropped connection: %s %v, want unknown", out.Row.Status, err)
 

@@ -2,6 +2,7 @@ package drill
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/registry"
 	"github.com/agentledger/reconciler/resolver"
 	"github.com/agentledger/reconciler/webhooks"
 )
@@ -29,6 +31,7 @@ import (
 const (
 	tenant        = "drill"
 	tenantToken   = "tok_drill_tenant"
+	approverToken = "tok_drill_approver"
 	webhookSecret = "whsec_drill_secret"
 	replayWindow  = 24 * time.Hour
 )
@@ -81,6 +84,15 @@ type env struct {
 	watch  *apiWatch
 	rt     runtime
 	ledger *client.Client
+	// approver decides approval requests, with the tenant's approver
+	// token (never the token that claims).
+	approver *client.Client
+	// tool is the registry entry the drills' calls are made under: the
+	// default charge tool, or Options.Tool (with its
+	// duplicate_delivery_test box checked: the box the drills are for).
+	tool ledger.Tool
+	// custom is true when tool came from Options.Tool.
+	custom bool
 
 	relayStop context.CancelFunc
 	relayDone chan error
@@ -124,6 +136,9 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	if _, err = events.EnsureStream(ctx, e.js, events.StreamConfig{}); err != nil {
 		return e, err
 	}
+	if _, err = events.EnsureWorkStream(ctx, e.js, events.WorkStreamConfig{}); err != nil {
+		return e, err
+	}
 	relay, err := events.NewRelay(e.store, e.js, events.RelayOptions{Logger: e.log, Interval: 100 * time.Millisecond})
 	if err != nil {
 		return e, err
@@ -132,14 +147,22 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	e.relayStop, e.relayDone = stop, make(chan error, 1)
 	go func() { e.relayDone <- relay.Run(rctx) }()
 
+	// The tool registry, as the service serves it (a sabotage may make
+	// it ignore an open checklist box).
+	var reg api.Registry = registry.New(e.store, registry.Options{Logger: e.log})
+	if o.Sabotage == SabotageIgnoreChecklist {
+		reg = ignoreChecklist{reg}
+	}
 	srv, err := api.New(api.Options{
-		Store:        e.store,
-		Tokens:       map[string]string{tenantToken: tenant},
-		Policy:       ledger.DefaultPolicy(),
-		ReplayWindow: func(string, *ledger.Request) time.Duration { return replayWindow },
-		Logger:       e.log,
-		Now:          e.clock.Now,
-		PollInterval: 50 * time.Millisecond,
+		Store:          e.store,
+		Registry:       reg,
+		ApproverTokens: map[string]string{approverToken: tenant},
+		Tokens:         map[string]string{tenantToken: tenant},
+		Policy:         ledger.DefaultPolicy(),
+		ReplayWindow:   func(string, *ledger.Request) time.Duration { return replayWindow },
+		Logger:         e.log,
+		Now:            e.clock.Now,
+		PollInterval:   50 * time.Millisecond,
 	})
 	if err != nil {
 		return e, err
@@ -157,6 +180,16 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	e.apiSrv = httptest.NewServer(srv.Handler())
 	e.vendor = NewVendor(e.clock.Now)
 	if e.ledger, err = client.New(e.apiSrv.URL, tenantToken, client.WithLogger(e.log)); err != nil {
+		return e, err
+	}
+	if e.approver, err = client.New(e.apiSrv.URL, approverToken, client.WithLogger(e.log)); err != nil {
+		return e, err
+	}
+	e.tool, e.custom = defaultTool(), o.Tool != nil
+	if o.Tool != nil {
+		e.tool = drilledEntry(*o.Tool)
+	}
+	if err = e.register(ctx, e.tool); err != nil {
 		return e, err
 	}
 	if e.watch, err = newAPIWatch(e.apiSrv.URL, e.log); err != nil {
@@ -288,4 +321,48 @@ func poll(ctx context.Context, cond func() (bool, error)) error {
 		case <-t.C:
 		}
 	}
+}
+
+// defaultTool is the registry entry of the drills' charge: a Stripe
+// PaymentIntent create, write_idempotent, the key in Idempotency-Key,
+// autonomous, every checklist box checked.
+func defaultTool() ledger.Tool {
+	return ledger.Tool{
+		Name: toolCharge, Vendor: "stripe", Class: ledger.ClassWriteIdempotent, SideEffect: "charge",
+		KeyPlacement: ledger.KeyPlacement{Header: keyHeader}, Autonomy: ledger.AutonomyAutonomous,
+		Checklist: ledger.Checklist{SideEffectDocumented: true, KeyBornInRuntime: true, LedgerOrUniqueField: true,
+			TimeoutLeavesUnknown: true, ErrorClassesMapped: true, DuplicateDeliveryTest: true, CheckedBy: "reconciler drill"},
+	}
+}
+
+// drilledEntry is a registered entry as the drills' world registers it:
+// as it is, but with the duplicate_delivery_test box checked, since that
+// box is what the drills decide (left open, it alone would send every
+// claim to approval).
+func drilledEntry(t ledger.Tool) ledger.Tool {
+	t = t.Clone()
+	t.Tenant, t.Version, t.CreatedAt, t.UpdatedAt = "", 0, time.Time{}, time.Time{}
+	t.Checklist.DuplicateDeliveryTest, t.Checklist.CheckedAt = true, time.Time{}
+	if t.Checklist.CheckedBy == "" {
+		t.Checklist.CheckedBy = "reconciler drill"
+	}
+	return t
+}
+
+// register puts t into the drill world's registry (replacing the entry of
+// its name).
+func (e *env) register(ctx context.Context, t ledger.Tool) error {
+	if _, _, err := e.ledger.PutTool(ctx, t); err != nil {
+		return fmt.Errorf("register %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// ignoreChecklist is the sabotaged registry: it grants what a tool asks
+// for, whatever its checklist says.
+type ignoreChecklist struct{ api.Registry }
+
+func (r ignoreChecklist) Decide(ctx context.Context, t ledger.Tool, runID string, intent json.RawMessage) (ledger.Autonomy, string) {
+	t.Checklist = defaultTool().Checklist
+	return r.Registry.Decide(ctx, t, runID, intent)
 }

@@ -28,30 +28,44 @@ type goRuntime struct {
 	re runtimeEnv
 
 	mu     sync.Mutex
-	agents map[string]*client.Client
+	agents map[agentClient]*client.Client
+}
+
+// agentClient names one agent's client: a do that waits for queued calls
+// (op.WaitQueued) uses a client WithWaitQueued.
+type agentClient struct {
+	name       string
+	waitQueued bool
 }
 
 func newGoRuntime(re runtimeEnv) *goRuntime {
-	return &goRuntime{re: re, agents: map[string]*client.Client{}}
+	return &goRuntime{re: re, agents: map[agentClient]*client.Client{}}
 }
 
 func (g *goRuntime) close() error { return nil }
 
+// has: the Go SDK implements every step of the protocol.
+func (g *goRuntime) has(string) bool { return true }
+
 // client returns the agent's client, made on first use.
-func (g *goRuntime) client(name string) (*client.Client, error) {
+func (g *goRuntime) client(name string, waitQueued bool) (*client.Client, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c, ok := g.agents[name]; ok {
+	k := agentClient{name, waitQueued}
+	if c, ok := g.agents[k]; ok {
 		return c, nil
 	}
-	c, err := client.New(g.re.URL+"/"+name, g.re.Token,
-		client.WithNATS(g.re.JS), client.WithPollInterval(agentPollMS*time.Millisecond),
-		client.WithWait(agentWaitMS*time.Millisecond), client.WithLogger(g.re.Log),
-		client.WithRetries(agentRetries, agentBackoffMS*time.Millisecond))
+	opts := []client.Option{client.WithNATS(g.re.JS), client.WithPollInterval(agentPollMS * time.Millisecond),
+		client.WithWait(agentWaitMS * time.Millisecond), client.WithLogger(g.re.Log),
+		client.WithRetries(agentRetries, agentBackoffMS*time.Millisecond)}
+	if waitQueued {
+		opts = append(opts, client.WithWaitQueued())
+	}
+	c, err := client.New(g.re.URL+"/"+name, g.re.Token, opts...)
 	if err != nil {
 		return nil, err
 	}
-	g.agents[name] = c
+	g.agents[k] = c
 	return c, nil
 }
 
@@ -61,7 +75,7 @@ func (g *goRuntime) run(ctx context.Context, o op) (reply, error) {
 		ans.Args = client.Scrub(o.Args)
 		return ans, nil
 	}
-	c, err := g.client(o.Agent)
+	c, err := g.client(o.Agent, o.WaitQueued)
 	if err != nil {
 		return ans, err
 	}

@@ -26,6 +26,30 @@ const (
 	opScrub      = "scrub"      // scrub a model's tool-call arguments
 )
 
+// The capabilities a runner may announce in its greeting: protocol steps
+// beyond the version's base that its client implements. A drill that needs
+// one the runtime lacks is skipped (reported as such, with the reason),
+// never failed and never passed.
+const (
+	// capAwaitApproval: do faces await_approval as the Go SDK's Do does —
+	// it waits (long polls) until a human decides, then proceeds once with
+	// the same key, or answers error class stopped with code
+	// approval_denied or approval_expired; its outcome carries
+	// awaited_approval. A do that runs out of time while the approval is
+	// requested answers error class awaiting_approval.
+	capAwaitApproval = "await_approval"
+	// capQueued: do faces queued (an outbox tool) as the Go SDK's Do does —
+	// it calls nothing and answers error class queued with the key; with
+	// "wait_queued": true it waits until the row is closed (the worker
+	// called and reported) and answers as a replay (outcome.queued true),
+	// or stopped.
+	capQueued = "queued"
+)
+
+// capabilities are every capability this harness knows, which the Go
+// runtime has.
+var capabilities = []string{capAwaitApproval, capQueued}
+
 // op is one operation asked of an agent runtime: a line on a runner's
 // stdin. Agent names the client instance (each agent is one client, with
 // its own base URL: see apiWatch); which other fields are set depends on Op.
@@ -40,6 +64,8 @@ type op struct {
 	Action  string                `json:"action,omitempty"`
 	Outcome *client.OutcomeReport `json:"outcome,omitempty"`
 	Args    map[string]any        `json:"args,omitempty"`
+	// WaitQueued asks do to wait for a queued call's result (capQueued).
+	WaitQueued bool `json:"wait_queued,omitempty"`
 }
 
 // reply is a runtime's answer to one op: a line on a runner's stdout,
@@ -63,6 +89,9 @@ type hello struct {
 	Runtime  string `json:"runtime"`
 	// Client names the client library and its version, for the log.
 	Client string `json:"client"`
+	// Capabilities lists the protocol steps beyond the base the runner
+	// implements (capAwaitApproval, capQueued); absent: none.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // wireOutcome is client.Outcome on the wire.
@@ -76,6 +105,9 @@ type wireOutcome struct {
 	Kind     ledger.OutcomeKind `json:"kind,omitempty"`
 	Replayed bool               `json:"replayed"`
 	Waited   bool               `json:"waited"`
+	// AwaitedApproval and Queued are capAwaitApproval's and capQueued's.
+	AwaitedApproval bool `json:"awaited_approval,omitempty"`
+	Queued          bool `json:"queued,omitempty"`
 }
 
 // wireResult is client.Result on the wire.
@@ -97,16 +129,18 @@ type wireClaim struct {
 // SDK's own errors map onto them (client.StopError → stopped, an
 // *client.UnsettledError matching ErrEscalated → escalated, …).
 const (
-	errStopped         = "stopped"          // Code: failed_poison, tool_frozen
-	errUnsettled       = "unsettled"        // RowStatus: the row as last seen
-	errEscalated       = "escalated"        // a human was paged for the key
-	errReportFailed    = "report_failed"    // the outcome report never arrived
-	errUnknownDecision = "unknown_decision" // Code: the decision
-	errAPI             = "api"              // an error answer: Status and Code
-	errTransport       = "transport"        // no answer (from the API, or from the vendor for op call)
-	errProtocol        = "protocol"         // an answer that is not the API's
-	errUnsupported     = "unsupported"      // an op this runner does not know
-	errOther           = "error"            // anything else, a runner's own bug included
+	errStopped         = "stopped"           // Code: failed_poison, tool_frozen, approval_denied, approval_expired
+	errAwaiting        = "awaiting_approval" // Key: do ran out of time while a human had not decided
+	errQueued          = "queued"            // Key: the call is the outbox worker's; nothing was called
+	errUnsettled       = "unsettled"         // RowStatus: the row as last seen
+	errEscalated       = "escalated"         // a human was paged for the key
+	errReportFailed    = "report_failed"     // the outcome report never arrived
+	errUnknownDecision = "unknown_decision"  // Code: the decision
+	errAPI             = "api"               // an error answer: Status and Code
+	errTransport       = "transport"         // no answer (from the API, or from the vendor for op call)
+	errProtocol        = "protocol"          // an answer that is not the API's
+	errUnsupported     = "unsupported"       // an op this runner does not know
+	errOther           = "error"             // anything else, a runner's own bug included
 )
 
 // wireError is how an op failed. Message is the runtime's message of the
@@ -160,6 +194,10 @@ func (e *runtimeError) Is(target error) bool {
 		return e.api().Is(target)
 	case errUnsupported:
 		return target == errOpUnsupported
+	case errAwaiting:
+		return target == client.ErrAwaitingApproval
+	case errQueued:
+		return target == client.ErrQueued
 	}
 	return false
 }
@@ -176,6 +214,16 @@ func (e *runtimeError) As(target any) bool {
 	case **client.StopError:
 		if e.w.Class == errStopped {
 			*t = &client.StopError{Code: e.w.Code, Key: e.w.Key}
+			return true
+		}
+	case **client.QueuedError:
+		if e.w.Class == errQueued {
+			*t = &client.QueuedError{Key: e.w.Key}
+			return true
+		}
+	case **client.AwaitingApprovalError:
+		if e.w.Class == errAwaiting {
+			*t = &client.AwaitingApprovalError{Key: e.w.Key}
 			return true
 		}
 	case **client.UnsettledError:
@@ -206,8 +254,14 @@ func wireErrorOf(err error) *wireError {
 		stop      *client.StopError
 		unsettled *client.UnsettledError
 		apiErr    *client.Error
+		queued    *client.QueuedError
+		awaiting  *client.AwaitingApprovalError
 	)
 	switch {
+	case errors.As(err, &queued):
+		w.Class, w.Key = errQueued, queued.Key
+	case errors.As(err, &awaiting):
+		w.Class, w.Key = errAwaiting, awaiting.Key
 	case errors.As(err, &stop):
 		w.Class, w.Code, w.Key = errStopped, stop.Code, stop.Key
 	case errors.As(err, &unsettled):
@@ -229,6 +283,7 @@ func wireOutcomeOf(o client.Outcome) *wireOutcome {
 	w := &wireOutcome{
 		Decision: o.Decision, Key: o.Key, LocalID: o.LocalID, Called: o.Called,
 		Result: wireResultOf(o.Result), Kind: o.Kind, Replayed: o.Replayed, Waited: o.Waited,
+		AwaitedApproval: o.AwaitedApproval, Queued: o.Queued,
 	}
 	if o.Row.Key != "" {
 		row := o.Row
@@ -244,6 +299,7 @@ func (w *wireOutcome) outcome() client.Outcome {
 	o := client.Outcome{
 		Decision: w.Decision, Key: w.Key, LocalID: w.LocalID, Called: w.Called,
 		Result: w.Result.result(), Kind: w.Kind, Replayed: w.Replayed, Waited: w.Waited,
+		AwaitedApproval: w.AwaitedApproval, Queued: w.Queued,
 	}
 	if w.Row != nil {
 		o.Row = *w.Row

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,8 @@ type runner struct {
 	next    uint64
 	pending map[uint64]chan reply
 	failed  error // why the runner is gone; set before dead is closed
+
+	caps []string // the greeting's capabilities
 
 	dead       chan struct{} // closed when stdout ended
 	stderrDone chan struct{}
@@ -115,7 +118,8 @@ func startRunner(ctx context.Context, spec runnerSpec, re runtimeEnv) (_ *runner
 		if h.Protocol != ProtocolVersion {
 			return nil, fmt.Errorf("runner %s speaks protocol %d, this harness %d", spec.path, h.Protocol, ProtocolVersion)
 		}
-		re.Log.Debug("runner started", "runner", h.Runtime, "client", h.Client, "pid", cmd.Process.Pid)
+		re.Log.Debug("runner started", "runner", h.Runtime, "client", h.Client, "capabilities", h.Capabilities, "pid", cmd.Process.Pid)
+		r.caps = h.Capabilities
 		return r, nil
 	case <-r.dead:
 		return nil, r.failure()
@@ -238,6 +242,8 @@ func (r *runner) run(ctx context.Context, o op) (reply, error) {
 		return reply{}, ctx.Err()
 	}
 }
+
+func (r *runner) has(capability string) bool { return slices.Contains(r.caps, capability) }
 
 // close ends the runner: its stdin closes, which a runner takes as the
 // end; one that does not exit in time is killed.

@@ -30,6 +30,7 @@ const (
 	modeFuture  = "future"  // greet with a protocol version this harness does not speak
 	modeGarbage = "garbage" // answer the first op with a line that is not JSON
 	modeExit    = "exit"    // die on the first op, saying why on stderr
+	modeBase    = "base"    // announce no capability: the base protocol only
 )
 
 func TestMain(m *testing.M) {
@@ -50,9 +51,12 @@ func serveTestRunner(mode string) int {
 		defer mu.Unlock()
 		_ = enc.Encode(v)
 	}
-	h := hello{Protocol: ProtocolVersion, Runtime: "go-runner", Client: "client (test binary)"}
-	if mode == modeFuture {
+	h := hello{Protocol: ProtocolVersion, Runtime: "go-runner", Client: "client (test binary)", Capabilities: capabilities}
+	switch mode {
+	case modeFuture:
 		h.Protocol = ProtocolVersion + 1
+	case modeBase:
+		h.Capabilities = nil
 	}
 	write(h)
 	rt := newGoRuntime(runtimeEnv{URL: os.Getenv(envURL), Token: os.Getenv(envToken), Log: slog.New(slog.DiscardHandler)})
@@ -216,7 +220,7 @@ func TestRunnersSpeakProtocol(t *testing.T) {
 			}
 
 			// The API is not there either: the claim fails as no answer.
-			_, err = a.claim(ctx, chargeClaim("run_p", "call_1", 1050, chargeIntent(1050)))
+			_, err = a.claim(ctx, toolClaim(defaultTool(), "run_p", "call_1", 1050, chargeIntent(1050)))
 			if err == nil || errors.Is(err, client.ErrUnsettled) {
 				t.Errorf("a claim to a closed port: %v, want a failure of the claim itself", err)
 			}
@@ -312,7 +316,7 @@ func TestWatchSeesClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.ClaimWait(context.Background(), chargeClaim("run_w", "call_1", 1050, chargeIntent(1050)), 2*time.Second)
+	resp, err := c.ClaimWait(context.Background(), toolClaim(defaultTool(), "run_w", "call_1", 1050, chargeIntent(1050)), 2*time.Second)
 	if err != nil || resp.Decision != ledger.DecisionWait || resp.Key() != "k1" {
 		t.Fatalf("claim through the watch: %+v %v", resp, err)
 	}

@@ -41,6 +41,8 @@ func Runtimes() []string { return []string{RuntimeGo, RuntimePython, RuntimeType
 // concurrent use: the drills run several agents' ops at once.
 type runtime interface {
 	run(ctx context.Context, o op) (reply, error)
+	// has reports whether the runtime implements a capability (capQueued…).
+	has(capability string) bool
 	close() error
 }
 
@@ -212,7 +214,16 @@ func (a *agent) run(ctx context.Context, o op) (reply, error) {
 
 // do runs claim under the ledger with call as its vendor call: the SDK's Do.
 func (a *agent) do(ctx context.Context, claim client.ClaimRequest, call vendorCall) (client.Outcome, error) {
-	ans, err := a.run(ctx, op{Op: opDo, Claim: &claim, Call: &call})
+	return a.doOp(ctx, op{Op: opDo, Claim: &claim, Call: &call})
+}
+
+// doWaitQueued is do that waits for a queued call's result (capQueued).
+func (a *agent) doWaitQueued(ctx context.Context, claim client.ClaimRequest, call vendorCall) (client.Outcome, error) {
+	return a.doOp(ctx, op{Op: opDo, Claim: &claim, Call: &call, WaitQueued: true})
+}
+
+func (a *agent) doOp(ctx context.Context, o op) (client.Outcome, error) {
+	ans, err := a.run(ctx, o)
 	if err != nil {
 		return client.Outcome{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,19 @@ type awaitConfig struct {
 	prefix       string
 	check        LedgerCheck
 	pollInterval time.Duration
+	wakeOn       []string
+}
+
+// WithWakeOn makes Await also return the first event of key with one of
+// statuses, which are not resolutions: a runtime waiting for an approval
+// wakes on approved, after which the key's next claim proceeds.
+func WithWakeOn(statuses ...string) AwaitOption {
+	return func(c *awaitConfig) { c.wakeOn = append(c.wakeOn, statuses...) }
+}
+
+// ends reports whether an event of status ends the wait.
+func (c *awaitConfig) ends(status string) bool {
+	return resolution(status) || slices.Contains(c.wakeOn, status)
 }
 
 // WithStream names the event stream (default DefaultStream).
@@ -84,7 +98,7 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 		js: js, stream: cfg.stream,
 		filter: cfg.prefix + "." + tenant + "." + runID + ".*",
 		handle: func(msg jetstream.Msg) {
-			if ev, ok := matchEvent(msg, tenant, runID, key); ok {
+			if ev, ok := matchEvent(msg, tenant, runID, key, cfg.ends); ok {
 				select {
 				case found <- ev:
 				default: // one is enough
@@ -148,16 +162,16 @@ func poll(ctx context.Context, check LedgerCheck) (ledger.Event, bool) {
 }
 
 // matchEvent decodes msg and reports whether it resolves key.
-func matchEvent(msg jetstream.Msg, tenant, runID, key string) (ledger.Event, bool) {
+func matchEvent(msg jetstream.Msg, tenant, runID, key string, ends func(string) bool) (ledger.Event, bool) {
 	subj := msg.Subject()
-	if !resolution(subj[strings.LastIndexByte(subj, '.')+1:]) {
+	if !ends(subj[strings.LastIndexByte(subj, '.')+1:]) {
 		return ledger.Event{}, false // skip decoding unknown and anything else
 	}
 	var ev ledger.Event
 	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
 		return ledger.Event{}, false
 	}
-	if ev.Key != key || ev.Tenant != tenant || ev.RunID != runID || !resolution(ev.Status) {
+	if ev.Key != key || ev.Tenant != tenant || ev.RunID != runID || !ends(ev.Status) {
 		return ledger.Event{}, false
 	}
 	// The header names the publish span when the relay traces (a child of

@@ -35,6 +35,10 @@ const ServiceInbox = "_INBOX"
 // stream, which no tenant may touch.
 type PermissionScope struct {
 	Stream, SubjectPrefix string
+	// WorkStream is the work stream (events.work_stream; empty:
+	// DefaultWorkStream), whose subjects are WorkSubjectPrefix of
+	// SubjectPrefix.
+	WorkStream string
 	// ServiceConsumers are the service's durable consumers on Stream (the
 	// page resolver's). Tenants must use consumer names they were not told,
 	// and these are well known.
@@ -48,8 +52,13 @@ func (s PermissionScope) withDefaults() (PermissionScope, error) {
 	if s.SubjectPrefix == "" {
 		s.SubjectPrefix = DefaultSubjectPrefix
 	}
-	if ledger.ValidateTenant(s.Stream) != nil {
-		return s, fmt.Errorf("stream name %q: want 1-128 of [A-Za-z0-9_-]", s.Stream)
+	if s.WorkStream == "" {
+		s.WorkStream = DefaultWorkStream
+	}
+	for _, st := range []string{s.Stream, s.WorkStream} {
+		if ledger.ValidateTenant(st) != nil {
+			return s, fmt.Errorf("stream name %q: want 1-128 of [A-Za-z0-9_-]", st)
+		}
 	}
 	if err := ValidSubjectPrefix(s.SubjectPrefix); err != nil {
 		return s, err
@@ -62,11 +71,20 @@ func (s PermissionScope) withDefaults() (PermissionScope, error) {
 	return s, nil
 }
 
+// WorkConsumer is the name of the durable pull consumer through which a
+// tenant's outbox workers take its work items: worker-<tenant>, on the
+// work stream, filtered to <prefix>_work.<tenant>.>. Every worker process
+// of the tenant shares it (a work-queue stream allows one consumer per
+// subject, and the shared consumer hands each item to one worker at a
+// time); TenantPermissions grant that one name and that filter.
+func WorkConsumer(tenant string) string { return "worker-" + tenant }
+
 // ErrInvalidTenant means a tenant id that is not a subject token.
 var ErrInvalidTenant = errors.New("tenant is not a subject token")
 
 // TenantPermissions are what the runtime credential of one tenant may do on
-// the bus: read that tenant's events, as Await does, and nothing else. This
+// the bus: read that tenant's events, as Await does, take that tenant's
+// work items, as the outbox Worker does, and nothing else. This
 // is the one place the permission set is written; the embedded server grants
 // it and `reconciler nats-creds` prints it for an external server's admin.
 //
@@ -93,8 +111,21 @@ var ErrInvalidTenant = errors.New("tenant is not a subject token")
 //     the names), STREAM.MSG.GET, DIRECT.GET, STREAM.INFO (with a subject
 //     filter it lists every run id), STREAM.PURGE/DELETE/UPDATE, and
 //     $JS.ACK (Await acknowledges nothing).
-//   - Publishing under <prefix>.> is denied outright: only the service
-//     publishes events.
+//   - The work items: the tenant's workers share one durable pull consumer
+//     on the work stream, WorkConsumer(tenant), filtered to
+//     <prefix>_work.<tenant>.>. They create (or update) it on
+//     $JS.API.CONSUMER.CREATE.<work stream>.worker-<tenant>.<filter>, the
+//     filter again in the subject, so the one allowed name carries a
+//     filter inside the tenant's own work subjects (and the server refuses
+//     a body filter that differs, or a second one); they pull with
+//     CONSUMER.MSG.NEXT and read CONSUMER.INFO of that name only, and
+//     acknowledge (ack, nak, in progress) on
+//     $JS.ACK.<work stream>.worker-<tenant>.> (and the form with a
+//     JetStream domain and account hash before the stream). Consumer
+//     names have no dots, so a name of another tenant's is never matched;
+//     no ephemeral, no delete, no other name on the work stream.
+//   - Publishing under <prefix>.> and <prefix>_work.> is denied outright:
+//     only the service publishes events and work items.
 //   - Subscriptions: the tenant's own inbox (InboxPrefix), through which
 //     every JetStream reply and delivery arrives, and core NATS on its own
 //     events.
@@ -126,9 +157,17 @@ func TenantPermissions(scope PermissionScope, tenant string) (Permissions, error
 			api + "INFO." + st + ".*",
 			api + "DELETE." + st + ".*",
 		},
-		PublishDeny:    []string{scope.SubjectPrefix + ".>"},
+		PublishDeny:    []string{scope.SubjectPrefix + ".>", WorkSubjectPrefix(scope.SubjectPrefix) + ".>"},
 		SubscribeAllow: []string{InboxPrefix(tenant) + ".>", own + ".>"},
 	}
+	ws, wc := scope.WorkStream, WorkConsumer(tenant)
+	p.PublishAllow = append(p.PublishAllow,
+		api+"CREATE."+ws+"."+wc+"."+WorkSubjectPrefix(scope.SubjectPrefix)+"."+tenant+".>",
+		api+"MSG.NEXT."+ws+"."+wc,
+		api+"INFO."+ws+"."+wc,
+		"$JS.ACK."+ws+"."+wc+".>",
+		"$JS.ACK.*.*."+ws+"."+wc+".>",
+	)
 	for _, c := range scope.ServiceConsumers {
 		p.PublishDeny = append(p.PublishDeny,
 			api+"CREATE."+st+"."+c+".>",
@@ -141,9 +180,9 @@ func TenantPermissions(scope PermissionScope, tenant string) (Permissions, error
 }
 
 // ServicePermissions are what the service's own NATS user needs: the whole
-// JetStream API (it creates and updates the stream and its durable
-// consumers), publishing events under the prefix (the relay; the work
-// stream's subjects live there too), acknowledging its durable consumers'
+// JetStream API (it creates and updates the streams and its durable
+// consumers), publishing events under the prefix and work items under
+// <prefix>_work (the relay), acknowledging its durable consumers'
 // messages, and its inbox for every reply.
 func ServicePermissions(scope PermissionScope) (Permissions, error) {
 	scope, err := scope.withDefaults()
@@ -151,7 +190,8 @@ func ServicePermissions(scope PermissionScope) (Permissions, error) {
 		return Permissions{}, fmt.Errorf("service permissions: %w", err)
 	}
 	return Permissions{
-		PublishAllow:   []string{"$JS.API.>", scope.SubjectPrefix + ".>", "$JS.ACK." + scope.Stream + ".>"},
+		PublishAllow: []string{"$JS.API.>", scope.SubjectPrefix + ".>", WorkSubjectPrefix(scope.SubjectPrefix) + ".>",
+			"$JS.ACK." + scope.Stream + ".>"},
 		SubscribeAllow: []string{ServiceInbox + ".>"},
 	}, nil
 }

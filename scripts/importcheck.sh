@@ -100,7 +100,7 @@ internal internal/tracing ledger
 internal registry ledger policy
 internal client ledger events apierror internal/tracing
 internal mcpgate client ledger events apierror internal/tracing
-internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth internal/tracing
+internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging registry policy fixtures internal/promreg internal/paypaloauth internal/tracing
 # The load program (cmd/httpload: flags and the load code).
 internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
 # serve's configuration: validators and types, never a store, api or webhooks.

@@ -7,16 +7,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/drill"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // drillUsage is the help of `reconciler drill`.
 const drillUsage = `Usage:
   reconciler drill [--runtime go|python|typescript] [--clients DIR] [--json] [--run NAME]... [--timeout D] [--verbose]
+  reconciler drill --tool NAME [--url URL] [--token T] [other flags as above]
 
 Runs the duplicate-delivery drills in-process: each drill gets a fresh
 temporary directory with an embedded bbolt ledger and an embedded NATS server
@@ -25,8 +29,19 @@ fault-injecting fake vendor; the agent side runs through the client of the
 runtime chosen, as an agent runtime would.
 Prints one row per drill: name, PASS/FAIL, side effects the vendor saw,
 expected, and why a drill failed.
-Exit status: 0 when every drill passes, 1 when any fails or the runtime
-cannot run, 2 for a usage error.
+A drill whose protocol steps the runtime's runner does not announce (or,
+with --tool, that does not apply to the tool) is SKIP, with the reason.
+Exit status: 0 when every drill that ran passed (and one ran), 1 when any
+fails, none ran or the runtime cannot run, 2 for a usage error.
+
+With --tool, the drills run against that tool's registry entry on the
+server at --url: each drill's world registers the entry as it is (class,
+vendor, key placement, autonomy, checklist, policy), with the
+duplicate_delivery_test box checked, and the drills that apply to its
+class and effective autonomy run. When all of them pass, the entry's
+checklist gets duplicate_delivery_test: true (checked_by "reconciler
+drill", checked_at now) through PUT /v1/tools/NAME; when any fails, the
+entry is left as it is and the exit status is 1.
 
   --runtime R   the agent runtime: go (the Go SDK, in-process; the default),
                 python (clients/python, needs python3) or typescript
@@ -38,6 +53,9 @@ cannot run, 2 for a usage error.
   --list        print the drill names
   --timeout D   bound on each drill (default 15s)
   --verbose     log the components' debug output to stderr
+  --tool NAME   drill this registered tool, and check its duplicate_delivery_test box
+  --url URL     the server the tool is registered on (default $RECONCILER_URL, else http://127.0.0.1:8080)
+  --token T     the tool's tenant token (default $RECONCILER_TOKEN)
 `
 
 // runDrill runs `reconciler drill`; the lead wires it as the subcommand.
@@ -56,7 +74,11 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		timeout               = drill.DefaultTimeout
 		runtime               = drill.RuntimeGo
 		clients               string
+		toolName, apiURL, tok string
 	)
+	fs.StringVar(&toolName, "tool", "", "")
+	fs.StringVar(&apiURL, "url", "", "")
+	fs.StringVar(&tok, "token", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&list, "list", false, "")
 	fs.BoolVar(&verbose, "verbose", false, "")
@@ -96,12 +118,25 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 
+	if toolName == "" && (apiURL != "" || tok != "") {
+		return usageErr("--url and --token go with --tool")
+	}
+
 	if err := drill.CheckRuntime(runtime, clients); err != nil {
 		fmt.Fprintln(stderr, "reconciler drill:", err)
 		return 1
 	}
 	opts := base
 	opts.Only, opts.Timeout, opts.Runtime, opts.ClientsDir = only, timeout, runtime, clients
+	var registered *drilledTool
+	if toolName != "" {
+		var err error
+		if registered, err = fetchTool(ctx, toolName, apiURL, tok); err != nil {
+			fmt.Fprintln(stderr, "reconciler drill:", err)
+			return 1
+		}
+		opts.Tool = &registered.tool
+	}
 	if verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -120,17 +155,96 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		fmt.Fprintln(stderr, "reconciler drill: write results:", err)
 		return 1
 	}
-	failed := 0
+	failed, skipped := 0, 0
 	for _, r := range results {
-		if !r.Pass {
+		switch {
+		case r.Skipped:
+			skipped++
+		case !r.Pass:
 			failed++
 		}
 	}
 	if !asJSON {
-		fmt.Fprintf(stdout, "runtime %s: %d drills, %d failed, %.1fs\n", runtime, len(results), failed, time.Since(start).Seconds())
+		fmt.Fprintf(stdout, "runtime %s: %d drills, %d failed, %d skipped, %.1fs\n", runtime, len(results), failed, skipped, time.Since(start).Seconds())
 	}
-	if failed > 0 || len(results) == 0 {
+	if !drill.Passed(results) {
+		if registered != nil {
+			fmt.Fprintf(stderr, "reconciler drill: %s: duplicate_delivery_test left as it is\n", toolName)
+		}
 		return 1
 	}
+	if registered != nil {
+		if err := registered.check(ctx, time.Now()); err != nil {
+			fmt.Fprintln(stderr, "reconciler drill:", err)
+			return 1
+		}
+		if !asJSON {
+			fmt.Fprintf(stdout, "%s: duplicate_delivery_test checked\n", toolName)
+		}
+	}
 	return 0
+}
+
+// drilledTool is the registry entry `--tool` drills, and the client of the
+// server it is registered on.
+type drilledTool struct {
+	c    *client.Client
+	tool ledger.Tool
+}
+
+// Defaults of --url and --token.
+const (
+	drillEnvURL   = "RECONCILER_URL"
+	drillEnvToken = "RECONCILER_TOKEN"
+	drillURL      = "http://127.0.0.1:8080"
+	// drillChecker is who checked the box, as the checklist records it.
+	drillChecker = "reconciler drill"
+)
+
+// fetchTool reads the entry of name from the server at url with token
+// (their defaults from the environment). A read tool has nothing to drill.
+func fetchTool(ctx context.Context, name, url, token string) (*drilledTool, error) {
+	if url == "" {
+		url = os.Getenv(drillEnvURL)
+	}
+	if url == "" {
+		url = drillURL
+	}
+	if token == "" {
+		token = os.Getenv(drillEnvToken)
+	}
+	if token == "" {
+		return nil, fmt.Errorf("--tool needs the tenant's token: --token or $%s", drillEnvToken)
+	}
+	c, err := client.New(url, token)
+	if err != nil {
+		return nil, err
+	}
+	t, err := c.GetTool(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if t.Class == ledger.ClassRead {
+		return nil, fmt.Errorf("tool %s is a read: it makes no side effect to drill", name)
+	}
+	return &drilledTool{c: c, tool: t}, nil
+}
+
+// check marks the entry's duplicate_delivery_test box, as of now. It
+// re-reads the entry first: one changed while the drills ran (another
+// class, autonomy or key placement) was not what they drilled.
+func (d *drilledTool) check(ctx context.Context, now time.Time) error {
+	cur, err := d.c.GetTool(ctx, d.tool.Name)
+	if err != nil {
+		return fmt.Errorf("re-read %s: %w", d.tool.Name, err)
+	}
+	if cur.Version != d.tool.Version {
+		return fmt.Errorf("%s changed while it was drilled (version %d, drilled %d): run the drills again", d.tool.Name, cur.Version, d.tool.Version)
+	}
+	cur.Checklist.DuplicateDeliveryTest = true
+	cur.Checklist.CheckedBy, cur.Checklist.CheckedAt = drillChecker, now.UTC()
+	if _, _, err := d.c.PutTool(ctx, cur); err != nil {
+		return fmt.Errorf("check duplicate_delivery_test of %s: %w", d.tool.Name, err)
+	}
+	return nil
 }

@@ -20,7 +20,7 @@ func TestRunDrill(t *testing.T) {
 		wantStderr string
 	}{
 		{name: "every drill passes", args: nil, wantCode: 0,
-			wantStdout: append(drill.Names(), "9 drills, 0 failed", "runtime go: 9 drills")},
+			wantStdout: append(drill.Names(), "13 drills, 0 failed, 0 skipped", "runtime go: 13 drills")},
 		{name: "one drill passes", args: []string{"--run", "same-key-different-amount"}, wantCode: 0,
 			wantStdout: []string{"DRILL", "same-key-different-amount", "PASS", "1 drills, 0 failed"}},
 		{name: "json", args: []string{"--json", "--run", "model-reemits-new-ephemeral-args"}, wantCode: 0,
@@ -37,6 +37,8 @@ func TestRunDrill(t *testing.T) {
 		{name: "unknown runtime", args: []string{"--runtime", "cobol"}, wantCode: 2, wantStderr: `no runtime "cobol" (have go, python, typescript)`},
 		{name: "no clients", args: []string{"--runtime", "python", "--clients", "/nonexistent"}, wantCode: 1,
 			wantStderr: "pass the repository's clients/ directory with --clients"},
+		{name: "url without tool", args: []string{"--url", "http://127.0.0.1:1"}, wantCode: 2, wantStderr: "--url and --token go with --tool"},
+		{name: "tool without token", args: []string{"--tool", "x", "--url", "http://127.0.0.1:1"}, wantCode: 1, wantStderr: "--tool needs the tenant's token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,5 +89,23 @@ func TestRunDrillJSONIsAnArray(t *testing.T) {
 	}
 	if code != 0 || len(got) != 1 || !got[0].Pass || got[0].SideEffects != got[0].Expected {
 		t.Fatalf("exit %d, results %+v, stderr %s", code, got, stderr.String())
+	}
+}
+
+// TestRunDrillRuntimesSkip: a runtime whose runner does not announce the
+// approval and outbox steps skips those drills and still exits 0.
+func TestRunDrillRuntimesSkip(t *testing.T) {
+	for _, rt := range []string{drill.RuntimePython, drill.RuntimeTypeScript} {
+		t.Run(rt, func(t *testing.T) {
+			if err := drill.CheckRuntime(rt, ""); err != nil {
+				t.Skipf("runtime %s cannot run here: %v", rt, err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := runDrillWith(context.Background(), []string{"--runtime", rt, "--run", "denied-never-calls", "--run", "upstream-409-with-receipt"},
+				&stdout, &stderr, drill.Options{TempDir: t.TempDir()})
+			if code != 0 || !strings.Contains(stdout.String(), "SKIP") || !strings.Contains(stdout.String(), "2 drills, 0 failed, 1 skipped") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/drill"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
@@ -277,4 +279,50 @@ registry:
 	checkMsgID(t, js, "recon.acme.run_1.approved", "acme:"+key+":approved")
 	checkMsgID(t, js, "recon.acme.run_2.approval_expired", "acme:"+key2+":approval_expired")
 	waitUntil(t, "the expired request's resolve", func() bool { _, ok := hook.seen("resolve", paging.ApprovalDedupKey("acme", key2)); return ok })
+}
+
+// TestE2EDrillTool: `reconciler drill --tool` against the real program
+// drills an outbox tool as registered, then checks its
+// duplicate_delivery_test box (checked_by reconciler drill) with a PUT;
+// a failing drill leaves the box open and exits 1.
+func TestE2EDrillTool(t *testing.T) {
+	m := startMain(t, e2eEnv, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	addr := m.HTTPAddr()
+	const name = "stripe.payment_intents.later"
+	unchecked := strings.NewReplacer(`"autonomy": "autonomous"`, `"autonomy": "outbox"`,
+		`"duplicate_delivery_test": true`, `"duplicate_delivery_test": false`).Replace(e2eTool)
+	if code, body := call(t, addr, e2eToken, http.MethodPut, "/v1/tools/"+name, unchecked); code != http.StatusCreated {
+		t.Fatalf("PUT: %d %v", code, body)
+	}
+	box := func() (bool, string) {
+		t.Helper()
+		code, body := call(t, addr, e2eToken, http.MethodGet, "/v1/tools/"+name, "")
+		tool, _ := body["tool"].(map[string]any)
+		cl, _ := tool["checklist"].(map[string]any)
+		if code != http.StatusOK || cl == nil {
+			t.Fatalf("GET: %d %v", code, body)
+		}
+		by, _ := cl["checked_by"].(string)
+		return cl["duplicate_delivery_test"] == true, by
+	}
+	args := []string{"--tool", name, "--url", "http://" + addr, "--token", e2eToken}
+
+	var stdout, stderr bytes.Buffer
+	code := runDrillWith(context.Background(), args, &stdout, &stderr,
+		drill.Options{TempDir: t.TempDir(), Sabotage: drill.SabotageQueuedAsFailure})
+	if checked, _ := box(); code != 1 || checked {
+		t.Fatalf("a failing drill: exit %d, box %v\nstdout:\n%s\nstderr:\n%s", code, checked, stdout.String(), stderr.String())
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	code = runDrillWith(context.Background(), args, &stdout, &stderr, drill.Options{TempDir: t.TempDir()})
+	out := stdout.String()
+	if code != 0 || !strings.Contains(out, "outbox-three-retries-execute-once") || !strings.Contains(out, "SKIP") ||
+		!strings.Contains(out, name+": duplicate_delivery_test checked") {
+		t.Fatalf("drill --tool: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr.String())
+	}
+	if checked, by := box(); !checked || by != "reconciler drill" {
+		t.Fatalf("after the drills: box %v checked_by %q", checked, by)
+	}
 }

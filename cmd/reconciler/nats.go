@@ -75,7 +75,7 @@ func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream
 // resolver's and the approval notifier's: a tenant who knew a durable's name
 // could otherwise pull the service's own deliveries).
 func natsScope(cfg config.Config) events.PermissionScope {
-	return events.PermissionScope{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix,
+	return events.PermissionScope{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, WorkStream: cfg.Events.WorkStream,
 		ServiceConsumers: []string{resolver.DefaultPageConsumer, approvals.DefaultNotifierConsumer}}
 }
 

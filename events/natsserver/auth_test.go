@@ -528,6 +528,10 @@ func testTenantPermissions(t *testing.T, b *bus) {
 		}
 	})
 
+	t.Run("each tenant's workers take its own work items and no other's", func(t *testing.T) {
+		testWorkPermissions(t, svc, acme, globex)
+	})
+
 	t.Run("the service still publishes after a restart", func(t *testing.T) {
 		b.restart(t)
 		svc := b.service(t)
@@ -695,5 +699,134 @@ func TestStartChecksItsOptions(t *testing.T) {
 				t.Fatalf("got %q, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// publishWork publishes a work item of tenant as the relay does.
+func publishWork(t *testing.T, js jetstream.JetStream, tenant, key string) {
+	t.Helper()
+	ev := tenantEvent(tenant, "run-w", key)
+	ev.Status, ev.ReceiptID, ev.Source = ledger.EventQueued, "", ledger.SourceRuntime
+	ev.Work = &ledger.WorkItem{Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent, MetadataLocalID: "rl_" + key,
+		Intent: json.RawMessage(`{"amount":1}`), Request: &ledger.Request{Method: "POST", Path: "/v1/payment_intents"}}
+	subj, err := events.WorkSubject("", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(ev)
+	msg := nats.NewMsg(subj)
+	msg.Data = body
+	msg.Header.Set(jetstream.MsgIDHeader, ev.MsgID())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatalf("service publish %s: %v", subj, err)
+	}
+}
+
+// takeWork creates (or joins) tenant's shared worker consumer as
+// client.Worker does, takes one item and acks it.
+func takeWork(t *testing.T, r *runtime, tenant string) ledger.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := r.js.CreateOrUpdateConsumer(ctx, events.DefaultWorkStream, jetstream.ConsumerConfig{
+		Durable: events.WorkConsumer(tenant), FilterSubject: "recon_work." + tenant + ".>", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("%s: worker consumer: %v", tenant, err)
+	}
+	if info, err := cons.Info(ctx); err != nil || info.Name != events.WorkConsumer(tenant) {
+		t.Fatalf("%s: consumer info: %+v, %v", tenant, info, err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatalf("%s: pull: %v", tenant, err)
+	}
+	var ev ledger.Event
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.InProgress(); err != nil {
+		t.Fatalf("%s: in progress: %v", tenant, err)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		t.Fatalf("%s: ack: %v", tenant, err)
+	}
+	return ev
+}
+
+// testWorkPermissions: a tenant's credential creates and pulls its shared
+// worker consumer on RECON_WORK and acks its items; another tenant's can
+// neither join that consumer, nor make one on the first tenant's work
+// subjects, nor read the work stream any other way, nor publish work.
+func testWorkPermissions(t *testing.T, svc jetstream.JetStream, acme, globex *runtime) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := events.EnsureWorkStream(ctx, svc, events.WorkStreamConfig{})
+	if err != nil {
+		t.Fatalf("service ensure work stream: %v", err)
+	}
+	publishWork(t, svc, "acme", "key-wa")
+	publishWork(t, svc, "globex", "key-wg")
+
+	if ev := takeWork(t, acme, "acme"); ev.Key != "key-wa" || ev.Tenant != "acme" || ev.Work == nil {
+		t.Fatalf("acme's worker took %+v", ev)
+	}
+
+	byBody := func(name, filter string) []byte {
+		b, _ := json.Marshal(map[string]any{"stream_name": "RECON_WORK", "config": map[string]any{
+			"name": name, "durable_name": name, "filter_subject": filter, "deliver_policy": "all", "ack_policy": "explicit"}})
+		return b
+	}
+	doors := []struct {
+		name, subject string
+		body          []byte
+	}{
+		{"join acme's consumer", "$JS.API.CONSUMER.CREATE.RECON_WORK.worker-acme.recon_work.acme.>", byBody("worker-acme", "recon_work.acme.>")},
+		{"its own name on acme's work", "$JS.API.CONSUMER.CREATE.RECON_WORK.worker-globex.recon_work.acme.>", byBody("worker-globex", "recon_work.acme.>")},
+		{"its own name on every tenant's work", "$JS.API.CONSUMER.CREATE.RECON_WORK.worker-globex.recon_work.>", byBody("worker-globex", "recon_work.>")},
+		{"its own name without a filter", "$JS.API.CONSUMER.CREATE.RECON_WORK.worker-globex", byBody("worker-globex", "recon_work.globex.>")},
+		{"legacy create, filter in the body", "$JS.API.CONSUMER.CREATE.RECON_WORK", byBody("worker-globex", "recon_work.globex.>")},
+		{"another name on its own work", "$JS.API.CONSUMER.CREATE.RECON_WORK.snoop.recon_work.globex.>", byBody("snoop", "recon_work.globex.>")},
+		{"legacy durable create", "$JS.API.CONSUMER.DURABLE.CREATE.RECON_WORK.worker-globex", byBody("worker-globex", "recon_work.globex.>")},
+		{"pull from acme's consumer", "$JS.API.CONSUMER.MSG.NEXT.RECON_WORK.worker-acme", []byte(`{"batch":10}`)},
+		{"read acme's consumer", "$JS.API.CONSUMER.INFO.RECON_WORK.worker-acme", nil},
+		{"delete acme's consumer", "$JS.API.CONSUMER.DELETE.RECON_WORK.worker-acme", nil},
+		{"delete its own consumer", "$JS.API.CONSUMER.DELETE.RECON_WORK.worker-globex", nil},
+		{"ack acme's items", "$JS.ACK.RECON_WORK.worker-acme.1.1.1.0.0", nil},
+		{"get a work item", "$JS.API.STREAM.MSG.GET.RECON_WORK", []byte(`{"seq":1}`)},
+		{"direct get a work item", "$JS.API.DIRECT.GET.RECON_WORK", []byte(`{"seq":1}`)},
+		{"work stream info", "$JS.API.STREAM.INFO.RECON_WORK", nil},
+		{"purge the work stream", "$JS.API.STREAM.PURGE.RECON_WORK", nil},
+		{"publish acme a work item", "recon_work.acme.stripe.payment_intents.create", []byte(`{"key":"forged"}`)},
+		{"publish itself a work item", "recon_work.globex.stripe.payment_intents.create", []byte(`{"key":"forged"}`)},
+	}
+	inbox := events.InboxPrefix("globex") + ".workdoors"
+	answers, err := globex.nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer answers.Unsubscribe()
+	for _, d := range doors {
+		if err := globex.nc.PublishRequest(d.subject, inbox, d.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := globex.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range doors {
+		t.Run(d.name, func(t *testing.T) { globex.expectDenied(t, "publish", d.subject) })
+	}
+	if msg, err := answers.NextMsg(500 * time.Millisecond); err == nil {
+		t.Fatalf("a door answered on %s: %s", msg.Subject, msg.Data)
+	}
+	// Its own items it takes, as acme did.
+	if ev := takeWork(t, globex, "globex"); ev.Key != "key-wg" || ev.Tenant != "globex" {
+		t.Fatalf("globex's worker took %+v", ev)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.State.Msgs != 0 {
+		t.Fatalf("work stream after both acks: %d messages, %v; want none (nothing forged)", info.State.Msgs, err)
 	}
 }

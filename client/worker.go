@@ -1,0 +1,347 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// WorkItem is one work item of outbox autonomy (docs/architecture.md §11):
+// the queued call's identity (the event's key, tenant, run, tool) and
+// what the call needs (vendor, class, local id, intent, request envelope,
+// expectation, replay window).
+type WorkItem struct {
+	Key        string
+	Tenant     string
+	RunID      string
+	Tool       string
+	ToolCallID string
+	ledger.WorkItem
+}
+
+// WorkHandler makes the vendor call of one work item, as a CallFunc does:
+// it must send key as the vendor's idempotency key and localID in the
+// vendor's metadata (ctx carries both, see WithKey: Transport and
+// StripeBackend read them from there), and returns the vendor's answer;
+// an error with a zero HTTPStatus means no answer arrived.
+type WorkHandler func(ctx context.Context, item WorkItem, key, localID string) (Result, error)
+
+// Defaults of a Worker.
+const (
+	// DefaultWorkerConcurrency is how many items one Worker calls at once.
+	DefaultWorkerConcurrency = 4
+	// DefaultAckWait is how long JetStream waits for a worker's ack
+	// before it hands the item out again; a Worker signals progress
+	// while its call runs, so only a dead worker's items come back.
+	DefaultAckWait = 30 * time.Second
+)
+
+// workerPull bounds one pull request, so a stopping Worker is not held.
+const workerPull = 5 * time.Second
+
+// Worker takes a tenant's work items from the work stream and makes each
+// queued call exactly once: for each item it starts the key (Client.Start:
+// proceed once across all workers), calls the tool's handler with the key
+// and local id, reports the outcome as Do does (the same classification,
+// the same resent report), and acknowledges the item.
+//
+// Every worker process of the tenant shares one durable pull consumer
+// (events.WorkConsumer: worker-<tenant>, filter <prefix>_work.<tenant>.>),
+// so each item is held by one worker at a time. Run creates it if missing
+// (the tenant's credential may: events.TenantPermissions).
+//
+// What each start answers decides the item's fate:
+//
+//   - proceed or retry_same_key: call, report, ack;
+//   - replay or stop (the row is closed), 404 or 409 not_queued (nothing
+//     for a worker): ack and skip;
+//   - wait with an attempt in flight (another worker holds the lease, or
+//     JetStream handed out again an item whose worker died mid-call): ack
+//     and do not call — the lease holder reports, or the row goes the way
+//     of every open row, to the resolver, never to a second call;
+//   - wait at attempt 0 (the kill switch covers the tool), an API error
+//     that may pass (5xx, 429, no answer), or a tool this worker has no
+//     handler for (another worker may): nak with a growing delay.
+//
+// A Worker that dies mid-call leaves the row pending under its lease, as a
+// runtime that dies in Do does. A Run whose ctx ends stops taking items;
+// calls in flight see the ended ctx (reported as a timeout or a network
+// error: the row becomes unknown, for the resolver) and Run returns when
+// they have reported.
+type Worker struct {
+	c        *Client
+	js       jetstream.JetStream
+	tenant   string
+	handlers map[string]WorkHandler
+	log      *slog.Logger
+
+	concurrency int
+	ackWait     time.Duration
+	stream      string
+	prefix      string
+	maxBackoff  time.Duration
+}
+
+// WorkerOption configures a Worker.
+type WorkerOption func(*Worker)
+
+// WithConcurrency sets how many items the Worker calls at once (default 4).
+func WithConcurrency(n int) WorkerOption { return func(w *Worker) { w.concurrency = n } }
+
+// WithAckWait sets the consumer's ack wait (default 30 s): how long an
+// item held by a worker that went silent waits before another worker gets
+// it (which then finds the lease and does not call).
+func WithAckWait(d time.Duration) WorkerOption { return func(w *Worker) { w.ackWait = d } }
+
+// WithWorkerLogger sets the Worker's logger (default: the Client's).
+func WithWorkerLogger(l *slog.Logger) WorkerOption { return func(w *Worker) { w.log = l } }
+
+// WithWorkStream names the work stream and the event subject prefix when
+// they are not the defaults (RECON_WORK, recon: subjects recon_work.…).
+func WithWorkStream(stream, subjectPrefix string) WorkerOption {
+	return func(w *Worker) { w.stream, w.prefix = stream, subjectPrefix }
+}
+
+// WithMaxBackoff caps the delay of a nak (default 30 s; the first is 1 s
+// and each redelivery doubles it).
+func WithMaxBackoff(d time.Duration) WorkerOption { return func(w *Worker) { w.maxBackoff = d } }
+
+// NewWorker returns a Worker of tenant's work items that calls through c
+// (a client with the tenant's token) and reads the work stream through js
+// (a connection with the tenant's credential and inbox prefix:
+// ConnectNATS). handlers maps each tool name to its call.
+func NewWorker(c *Client, js jetstream.JetStream, tenant string, handlers map[string]WorkHandler, opts ...WorkerOption) (*Worker, error) {
+	w := &Worker{
+		c: c, js: js, tenant: tenant, handlers: map[string]WorkHandler{}, log: c.log,
+		concurrency: DefaultWorkerConcurrency, ackWait: DefaultAckWait,
+		stream: events.DefaultWorkStream, prefix: events.DefaultSubjectPrefix, maxBackoff: 30 * time.Second,
+	}
+	for name, h := range handlers {
+		if h == nil {
+			return nil, fmt.Errorf("worker: tool %s: nil handler", name)
+		}
+		w.handlers[name] = h
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	switch {
+	case js == nil:
+		return nil, errors.New("worker: no JetStream")
+	case ledger.ValidateTenant(tenant) != nil:
+		return nil, fmt.Errorf("worker: tenant %q: %w", tenant, events.ErrInvalidTenant)
+	case len(w.handlers) == 0:
+		return nil, errors.New("worker: no handlers")
+	case w.concurrency < 1:
+		return nil, errors.New("worker: concurrency must be at least 1")
+	case w.ackWait < time.Second:
+		return nil, errors.New("worker: ack wait must be at least 1s")
+	case w.maxBackoff <= 0:
+		return nil, errors.New("worker: max backoff must be positive")
+	}
+	if err := events.ValidSubjectPrefix(w.prefix); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return w, nil
+}
+
+// Consumer returns the shared durable consumer, creating it (or updating
+// it to this Worker's ack wait) when needed.
+func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.stream, jetstream.ConsumerConfig{
+		Durable:       events.WorkConsumer(w.tenant),
+		Description:   "reconciler outbox workers of tenant " + w.tenant,
+		FilterSubject: events.WorkSubjectPrefix(w.prefix) + "." + w.tenant + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.ackWait,
+		MaxDeliver:    -1, // an item is never dropped: its row would stay queued
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: consumer %s on %s: %w", events.WorkConsumer(w.tenant), w.stream, err)
+	}
+	return cons, nil
+}
+
+// Run takes and calls work items until ctx ends, then waits for the calls
+// in flight to report, and returns nil; an error means the consumer could
+// not be made.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.Consumer(ctx)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for range w.concurrency {
+		wg.Go(func() { w.pull(ctx, cons) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// pull takes one item at a time until ctx ends.
+func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, workerPull)
+		msg, err := cons.Next(jetstream.FetchContext(pctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+				w.log.WarnContext(ctx, "work pull failed", "tenant", w.tenant, "err", err)
+				sleep(ctx, time.Second) // a bus that is down must not spin the loop
+			}
+			continue
+		}
+		w.handle(ctx, msg)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// handle runs one item to its ack or nak.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	var ev ledger.Event
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.Work == nil || ev.Key == "" || ev.Tenant != w.tenant {
+		// Not a work item of ours: no worker can do anything with it.
+		w.log.ErrorContext(ctx, "not a work item; dropped", "subject", msg.Subject(), "err", err)
+		w.settle(ctx, msg, "term", "")
+		return
+	}
+	item := WorkItem{Key: ev.Key, Tenant: ev.Tenant, RunID: ev.RunID, Tool: ev.Tool, ToolCallID: ev.ToolCallID, WorkItem: *ev.Work}
+	log := w.log.With("key", item.Key, "run_id", item.RunID, "tool", item.Tool)
+	h, ok := w.handlers[item.Tool]
+	if !ok {
+		log.WarnContext(ctx, "no handler for the work item's tool; handed back")
+		w.nak(ctx, msg, "")
+		return
+	}
+	resp, err := w.c.Start(ctx, item.Key)
+	var ae *Error
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotQueued):
+		log.WarnContext(ctx, "work item has nothing to call; skipped", "err", err)
+		w.settle(ctx, msg, "ack", item.Key)
+		return
+	case err != nil && errors.As(err, &ae) && !ae.retryable():
+		log.ErrorContext(ctx, "start refused; handed back", "err", err)
+		w.nak(ctx, msg, item.Key)
+		return
+	case err != nil:
+		log.WarnContext(ctx, "start failed; handed back", "err", err)
+		w.nak(ctx, msg, item.Key)
+		return
+	}
+	switch resp.Decision {
+	case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
+	case ledger.DecisionWait:
+		if resp.Row != nil && resp.Row.Attempt == 0 {
+			log.InfoContext(ctx, "tool frozen; handed back")
+			w.nak(ctx, msg, item.Key)
+			return
+		}
+		// An attempt is in flight under its lease: its worker reports, or
+		// the resolver settles the row. Never a second call.
+		log.InfoContext(ctx, "work item already taken; skipped")
+		w.settle(ctx, msg, "ack", item.Key)
+		return
+	default:
+		log.DebugContext(ctx, "work item already settled; skipped", "decision", resp.Decision)
+		w.settle(ctx, msg, "ack", item.Key)
+		return
+	}
+	w.call(ctx, msg, item, h, resp, log)
+}
+
+// call makes the item's call with Do's attempt (classify, report), telling
+// JetStream the item is in progress meanwhile, then acks.
+func (w *Worker) call(ctx context.Context, msg jetstream.Msg, item WorkItem, h WorkHandler, resp ClaimResponse, log *slog.Logger) {
+	claim := ClaimRequest{RunID: item.RunID, Tool: item.Tool, ToolCallID: item.ToolCallID, Vendor: item.Vendor, ToolClass: item.ToolClass}
+	tctx, end := traceTool(ctx, claim)
+	stop := w.keepAlive(ctx, msg)
+	out, err := w.c.attempt(tctx, outcomeOf(resp), func(cctx context.Context, key, localID string) (Result, error) {
+		return h(cctx, item, key, localID)
+	})
+	stop()
+	end(out, err)
+	switch {
+	case err == nil:
+		log.InfoContext(ctx, "work item called", "receipt_id", out.ReceiptID())
+	case !out.Called:
+		log.ErrorContext(ctx, "work item's call sent nothing; the row stays pending under its lease", "err", err)
+	default:
+		log.WarnContext(ctx, "work item called without a success", "err", err, "status", out.Row.Status)
+	}
+	// Acked whatever the call did: the row holds its fate now, and a
+	// second delivery could only find the lease or the settled row.
+	w.settle(ctx, msg, "ack", item.Key)
+}
+
+// keepAlive tells JetStream the item is in progress every third of the
+// ack wait until stop is called, so a slow call is not handed out again.
+func (w *Worker) keepAlive(ctx context.Context, msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(w.ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// nak hands the item back with a delay that doubles per delivery.
+func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, key string) {
+	d := time.Second
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		d <<= min(md.NumDelivered-1, 16)
+	}
+	if d > w.maxBackoff {
+		d = w.maxBackoff
+	}
+	if err := msg.NakWithDelay(d); err != nil {
+		w.log.WarnContext(ctx, "nak of work item failed", "key", key, "err", err)
+	}
+}
+
+// settle acks (waiting for the server's confirmation, so a lost ack is
+// seen) or terms the item.
+func (w *Worker) settle(ctx context.Context, msg jetstream.Msg, how, key string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var err error
+	if how == "term" {
+		err = msg.Term()
+	} else {
+		err = msg.DoubleAck(actx)
+	}
+	if err != nil {
+		// JetStream hands the item out again after the ack wait; the
+		// next worker's start finds the row as this one left it.
+		w.log.WarnContext(ctx, "ack of work item failed", "key", key, "err", err)
+	}
+}
