@@ -91,6 +91,13 @@ const decisions: { readonly [D in Decision]: Handler } = {
     throw new StoppedError(resp.code ?? "", out.key, resp.row, { outcome: out });
   },
   wait: async (run, resp, out) => ({ next: await run.waitSettled(needRow(resp), out) }),
+  // Not handled yet: nothing is called for them.
+  await_approval: async (_run, resp, out) => {
+    throw new UnknownDecisionError(resp.decision, out.key, out);
+  },
+  queued: async (_run, resp, out) => {
+    throw new UnknownDecisionError(resp.decision, out.key, out);
+  },
 };
 
 /** withReceipt sets out.receiptId from the row, or else the call's answer. */
