@@ -13,6 +13,17 @@ client is still one side effect. Standard library only; Python 3.9 or later.
   key in flight elsewhere, and raises ``Stopped`` or ``Unsettled`` when the
   side effect did not (or may not have) happened. It never calls the vendor
   under a new key.
+- ``do`` of a tool that needs a human (``await_approval``) waits for the
+  approver's decision, then calls once or raises ``Stopped``
+  (approval_denied, approval_expired); of an outbox tool (``queued``) it
+  calls nothing and raises ``QueuedError``, or with ``wait_queued`` waits
+  for the worker's result. ``Worker`` is that outbox worker: it handles
+  work items the runtime pulls from stream RECON_WORK.
+- ``start``, ``put_tool``/``get_tool``/``list_tools``/``delete_tool`` and
+  ``list_approvals``/``get_approval``/``approve``/``deny`` cover the
+  worker's route, the tool registry and the approval gate.
+- ``traceparent=`` (a value or a callable, per client or per call) sends a
+  W3C traceparent header on every request.
 - ``scrub`` and ``scrub_schema`` keep a model from choosing a write's
   identity: they remove idempotency_key, request_id, message_id-style fields
   from tool arguments and from the tool schema the model sees.
@@ -34,9 +45,13 @@ from .client import (
     DEFAULT_WAIT,
     CallFunc,
     Client,
+    Traceparent,
+    valid_traceparent,
 )
 from .errors import (
     APIError,
+    ApprovalDecided,
+    ApprovalExpired,
     BodyTooLarge,
     CompensationFailed,
     CompensationPending,
@@ -48,19 +63,29 @@ from .errors import (
     InvalidTransition,
     MethodNotAllowed,
     NotFound,
+    NotQueued,
     ProtocolError,
+    QueuedError,
     ReconcilerError,
     ReportFailed,
+    RequestRequired,
     Stopped,
+    ToolMismatch,
     TransportError,
     Unauthorized,
     Unavailable,
     Unimplemented,
     UnknownDecision,
+    UnregisteredTool,
     Unsettled,
 )
 from .models import (
     Alert,
+    Approval,
+    ApprovalPage,
+    ApprovalState,
+    ApprovalView,
+    Autonomy,
     ClaimRequest,
     ClaimResponse,
     Decision,
@@ -76,16 +101,27 @@ from .models import (
     Row,
     Status,
     StopCode,
+    Tool,
+    ToolChange,
     ToolClass,
+    WorkItem,
 )
 from .results import RESULT_HEADERS, classify, is_timeout, result_from_exception, result_from_response, stripe_result
 from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrub_schema
+from .worker import DEFAULT_NAK_DELAY, WorkFunc, Worker, WorkOutcome, WorkStatus
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client",
     "CallFunc",
+    "Traceparent",
+    "valid_traceparent",
+    "Worker",
+    "WorkFunc",
+    "WorkOutcome",
+    "WorkStatus",
+    "DEFAULT_NAK_DELAY",
     "DEFAULT_TIMEOUT",
     "DEFAULT_REPORT_TIMEOUT",
     "DEFAULT_WAIT",
@@ -101,9 +137,15 @@ __all__ = [
     "MethodNotAllowed",
     "InvalidTransition",
     "CompensationPending",
+    "NotQueued",
+    "ApprovalDecided",
+    "ApprovalExpired",
     "BodyTooLarge",
     "FingerprintMismatch",
     "CompensationFailed",
+    "ToolMismatch",
+    "UnregisteredTool",
+    "RequestRequired",
     "Internal",
     "Unimplemented",
     "Unavailable",
@@ -113,12 +155,15 @@ __all__ = [
     "Unsettled",
     "Escalated",
     "ReportFailed",
+    "QueuedError",
     "UnknownDecision",
     "Decision",
     "Status",
     "ToolClass",
     "OutcomeKind",
     "StopCode",
+    "Autonomy",
+    "ApprovalState",
     "Request",
     "Expect",
     "ClaimRequest",
@@ -127,6 +172,12 @@ __all__ = [
     "ResolveRequest",
     "Resolution",
     "Alert",
+    "Approval",
+    "ApprovalView",
+    "ApprovalPage",
+    "Tool",
+    "ToolChange",
+    "WorkItem",
     "Row",
     "Page",
     "Result",

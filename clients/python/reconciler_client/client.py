@@ -3,23 +3,27 @@ under the ledger with the Go SDK's decision semantics (client/do.go)."""
 
 from __future__ import annotations
 
+import contextvars
 import http.client
 import json
 import logging
 import math
 import random
+import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import (
     APIError,
+    ApprovalDecided,
     Escalated,
     InvalidInput,
     ProtocolError,
+    QueuedError,
     ReconcilerError,
     ReportFailed,
     Stopped,
@@ -30,6 +34,9 @@ from .errors import (
     error_from_answer,
 )
 from .models import (
+    ApprovalPage,
+    ApprovalState,
+    ApprovalView,
     ClaimRequest,
     ClaimResponse,
     Decision,
@@ -42,6 +49,8 @@ from .models import (
     Row,
     Status,
     StopCode,
+    Tool,
+    ToolChange,
 )
 from .results import classify, is_timeout, result_from_exception
 from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber
@@ -49,6 +58,8 @@ from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber
 __all__ = [
     "Client",
     "CallFunc",
+    "Traceparent",
+    "valid_traceparent",
     "DEFAULT_TIMEOUT",
     "DEFAULT_REPORT_TIMEOUT",
     "DEFAULT_WAIT",
@@ -81,6 +92,44 @@ DEFAULT_MAX_RESPONSE = 4 << 20
 #: unknown. It must bound its own time (urlopen's timeout=).
 CallFunc = Callable[[str, str], Result]
 
+#: Traceparent is where a request's W3C ``traceparent`` header comes from:
+#: the header's value, or a callable returning the current one (None or ""
+#: for none), asked once per request — e.g. OpenTelemetry's propagator::
+#:
+#:     from opentelemetry import propagate
+#:     def current() -> str:
+#:         carrier: dict = {}
+#:         propagate.inject(carrier)
+#:         return carrier.get("traceparent", "")
+#:
+#: A value that is not a valid traceparent is not sent (the API would ignore
+#: it anyway); a callable that raises sends none.
+Traceparent = Union[str, Callable[[], Optional[str]]]
+
+# The traceparent of the do() (or Worker.handle) running in this thread or
+# task: it wins over the client's for every request of that call.
+_CALL_TRACEPARENT: contextvars.ContextVar[Optional[Traceparent]] = contextvars.ContextVar(
+    "reconciler_client_traceparent", default=None
+)
+
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?$")
+
+
+def valid_traceparent(value: Any) -> bool:
+    """valid_traceparent reports whether value is a W3C traceparent the
+    client sends: lower-case hex fields, version not ff (version 00 exactly
+    55 characters), trace id and parent id not all zero."""
+    if not isinstance(value, str) or len(value) > 512:
+        return False
+    m = _TRACEPARENT.match(value)
+    if m is None:
+        return False
+    version, trace_id, span_id, rest = m.groups()
+    if version == "ff" or (version == "00" and rest is not None):
+        return False
+    return trace_id.strip("0") != "" and span_id.strip("0") != ""
+
+
 _log = logging.getLogger("reconciler_client")
 # A library's records go nowhere until the application configures logging
 # (the Go SDK's default is a discarding logger too).
@@ -107,6 +156,8 @@ class _Call:
     extra: float = 0.0
     #: The non-2xx statuses whose body is a normal answer (a claim's 409 wait, 423 stop).
     accept: Tuple[int, ...] = ()
+    #: A 2xx without a body is the answer (a DELETE's 204).
+    empty_ok: bool = False
 
 
 @dataclass
@@ -119,6 +170,7 @@ class _Step:
     out: Outcome
     call: CallFunc
     deadline: Optional[float]
+    wait_queued: bool = False
 
 
 class Client:
@@ -141,6 +193,10 @@ class Client:
     - ``max_response``: the largest answer read (4 MiB).
     - ``logger``: a logging.Logger (default "reconciler_client"); tokens and
       bodies are never logged.
+    - ``traceparent``: a W3C traceparent, or a callable returning the
+      current one (see Traceparent), sent on every request so the server's
+      spans join the caller's trace; do() and Worker.handle take one per
+      call too.
     """
 
     def __init__(
@@ -158,6 +214,7 @@ class Client:
         scrub_fields: Optional[Sequence[str]] = None,
         max_response: int = DEFAULT_MAX_RESPONSE,
         logger: Optional[logging.Logger] = None,
+        traceparent: Optional[Traceparent] = None,
     ) -> None:
         u = urllib.parse.urlsplit(base_url) if isinstance(base_url, str) else None
         if u is None or u.scheme not in ("http", "https") or not u.netloc:
@@ -185,6 +242,9 @@ class Client:
         self._max_response = max_response
         self._scrubber = Scrubber(DEFAULT_SCRUB_FIELDS if scrub_fields is None else scrub_fields)
         self._log = logger or _log
+        if traceparent is not None and not isinstance(traceparent, str) and not callable(traceparent):
+            raise ValueError("client: traceparent must be a string or a callable returning one")
+        self._traceparent = traceparent
         self._opener = urllib.request.build_opener(_NoRedirect())
 
     def __repr__(self) -> str:
@@ -277,9 +337,142 @@ class Client:
         _, answer = self._send(_Call("POST", _key_path(key, "/resolve"), body=req.to_json()), True, None)
         return _row_of(answer)
 
+    def start(self, key: str, wait: float = 0.0) -> ClaimResponse:
+        """start is the outbox worker's claim of a queued key (``POST
+        /v1/claims/{key}/start``, no body: what to call is the row's). The
+        first start of a queued row answers proceed (attempt 1, the lease),
+        exactly once across workers; a start while that attempt is in flight
+        answers wait (409; ``wait`` seconds long-poll it, as claim_wait);
+        later ones follow the claim table (retry_same_key, replay, stop).
+        NotFound when the tenant has no such row, NotQueued when no outbox
+        claim inserted it. Resent on a transport failure or a 5xx: a resent
+        start whose first answer was lost finds the lease held (wait),
+        never a second proceed. Worker.handle does all of it."""
+        c = _Call("POST", _key_path(key, "/start"), accept=(409,))
+        if wait > 0:
+            c.query = {"wait": _format_wait(wait)}
+            c.extra = wait
+        status, answer = self._send(c, True, None)
+        return ClaimResponse.from_json(answer, status)
+
+    # The tool registry (docs/architecture.md §11).
+
+    def put_tool(self, name: str, entry: Mapping[str, Any]) -> ToolChange:
+        """put_tool registers the tool name in the token's tenant's registry,
+        or replaces its entry. entry is the entry's JSON form, as in a
+        registry file: vendor, class, side_effect, key_placement
+        (``{"header": "Idempotency-Key"}``), intent_fields, checklist,
+        autonomy, policy. An entry equal to the stored one changes nothing
+        (changed False, same version). A PUT is idempotent, so it is resent
+        on a transport failure or a 5xx. A bad entry is InvalidInput naming
+        the field."""
+        if not isinstance(entry, Mapping):
+            raise InvalidInput(0, "invalid_input", "put_tool: entry must be a JSON object")
+        status, answer = self._send(_Call("PUT", _tool_path(name), body=dict(entry)), True, None)
+        if not isinstance(answer, dict) or not isinstance(answer.get("changed"), bool):
+            raise ProtocolError("put_tool: the answer has no tool and changed", status)
+        return ToolChange(tool=_tool_of(answer), changed=answer["changed"], created=status == 201)
+
+    def get_tool(self, name: str) -> Tool:
+        """get_tool returns the registry entry of name (NotFound when it is
+        not registered); an admin token reads the client's tenant's."""
+        q = {"tenant": self._tenant} if self._tenant else None
+        _, answer = self._send(_Call("GET", _tool_path(name), query=q), True, None)
+        return _tool_of(answer)
+
+    def list_tools(self) -> List[Tool]:
+        """list_tools returns the tenant's registry, by name."""
+        q = {"tenant": self._tenant} if self._tenant else None
+        status, answer = self._send(_Call("GET", "/v1/tools", query=q), True, None)
+        tools = answer.get("tools") if isinstance(answer, dict) else None
+        if tools is None and isinstance(answer, dict):
+            tools = []
+        if not isinstance(tools, list):
+            raise ProtocolError("list_tools: the answer has no tools", status)
+        return [Tool.from_json(t, f"tools[{i}]") for i, t in enumerate(tools)]
+
+    def delete_tool(self, name: str) -> None:
+        """delete_tool removes the registry entry of name: its claims are
+        then served as an unregistered tool's. NotFound when it is not
+        registered — also when a resent DELETE finds the first one's work
+        done."""
+        self._send(_Call("DELETE", _tool_path(name), empty_ok=True), True, None)
+
+    # Approvals: a tenant, approver or admin token reads them; an approver
+    # token of the tenant or an admin token decides them.
+
+    def list_approvals(self, *, limit: int = 0, cursor: str = "") -> ApprovalPage:
+        """list_approvals returns a page of the open approval requests,
+        soonest to expire first (an admin token: every tenant's, or the
+        client's tenant's); pass next_cursor as cursor for the next page."""
+        q: Dict[str, str] = {}
+        if self._tenant:
+            q["tenant"] = self._tenant
+        if limit > 0:
+            q["limit"] = str(limit)
+        if cursor:
+            q["cursor"] = cursor
+        status, answer = self._send(_Call("GET", "/v1/approvals", query=q), True, None)
+        if not isinstance(answer, dict):
+            raise ProtocolError("list_approvals: the answer is not a JSON object", status)
+        items = answer.get("approvals")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise ProtocolError("list_approvals: approvals is not an array", status)
+        nxt = answer.get("next_cursor") or ""
+        if not isinstance(nxt, str):
+            raise ProtocolError("list_approvals: next_cursor is not a string", status)
+        views = [ApprovalView.from_json(v, f"approvals[{i}]") for i, v in enumerate(items)]
+        return ApprovalPage(approvals=views, next_cursor=nxt)
+
+    def get_approval(self, approval_id: str) -> ApprovalView:
+        """get_approval returns one approval, in any state, with its row
+        (NotFound: no such approval for the token's tenant)."""
+        _, answer = self._send(_Call("GET", _approval_path(approval_id, "")), True, None)
+        return ApprovalView.from_json(answer)
+
+    def approve(self, approval_id: str, actor: str, note: str = "") -> ApprovalView:
+        """approve grants an approval request (an approver token of the
+        tenant or an admin token, never the token that made the claim:
+        Forbidden). The key's next claim answers proceed, once.
+        ApprovalDecided when it was decided before, ApprovalExpired when its
+        expires_at has passed."""
+        return self._decide(approval_id, "/approve", ApprovalState.GRANTED, actor, note)
+
+    def deny(self, approval_id: str, actor: str, note: str) -> ApprovalView:
+        """deny denies an approval request (note, saying why, is required):
+        the row becomes failed_poison and the key's claims stop with
+        approval_denied. Errors as approve."""
+        return self._decide(approval_id, "/deny", ApprovalState.DENIED, actor, note)
+
+    def _decide(self, approval_id: str, verb: str, want: str, actor: str, note: str) -> ApprovalView:
+        body: Dict[str, Any] = {"actor": actor}
+        if note:
+            body["note"] = note
+        try:
+            _, answer = self._send(_Call("POST", _approval_path(approval_id, verb), body=body), True, None)
+        except ApprovalDecided:
+            # A resent decision whose first answer was lost finds its own
+            # work done: that is this call's success, not a conflict.
+            view = self.get_approval(approval_id)
+            a = view.approval
+            if a.state == want and a.actor == actor and a.note == note:
+                return view
+            raise
+        return ApprovalView.from_json(answer)
+
     # do(): one tool call under the ledger.
 
-    def do(self, claim: ClaimRequest, call: CallFunc, *, timeout: Optional[float] = None) -> Outcome:
+    def do(
+        self,
+        claim: ClaimRequest,
+        call: CallFunc,
+        *,
+        timeout: Optional[float] = None,
+        wait_queued: bool = False,
+        traceparent: Optional[Traceparent] = None,
+    ) -> Outcome:
         """do runs one tool call under the ledger:
 
         - it claims the intent's key;
@@ -291,7 +484,18 @@ class Client:
         - on wait it long-polls the claim (``?wait=``) until the row settles,
           a human is paged for it or ``timeout`` seconds have passed, and
           then acts on the new decision;
-        - on stop it raises Stopped.
+        - on stop it raises Stopped;
+        - on await_approval (the tool needs a human for this claim) it calls
+          nothing and long-polls the claim as on wait until a human decides:
+          a grant makes the next claim proceed, once, and do() calls then
+          (``outcome.awaited_approval`` says it waited); a denial or an
+          expiry raises Stopped with code approval_denied or
+          approval_expired;
+        - on queued (the tool's calls go through the outbox worker) it
+          calls nothing and raises QueuedError, an Unsettled the runtime
+          parks the run on; with ``wait_queued`` it polls the claim until
+          the worker settled the key and returns its replay (or raises
+          Stopped), or QueuedError when ``timeout`` passes first.
 
         A return means the side effect happened (row.status succeeded).
         Stopped means the ledger or the vendor refused the intent. Unsettled
@@ -303,25 +507,39 @@ class Client:
         raised as they are (APIError, TransportError, ProtocolError).
 
         ``timeout`` bounds the claim and the wait (None: wait while the key
-        stays in flight); the call bounds its own time, and the report has
+        stays in flight or awaits a human); on a timeout while it awaited
+        approval do() raises Unsettled and the request stays open for the
+        human. ``traceparent`` (a value or a callable, see Traceparent)
+        replaces the client's for every request of this call. The call
+        bounds its own time, and the report has
         its own deadline (report_timeout), so a call that used the time up
         still reaches the ledger. An exception that is not an Exception
         (KeyboardInterrupt, SystemExit) inside the call is reported as a
         network error (the vendor may have committed) and re-raised.
         """
+        tok = _CALL_TRACEPARENT.set(traceparent) if traceparent is not None else None
+        try:
+            return self._do(claim, call, timeout, wait_queued)
+        finally:
+            if tok is not None:
+                _CALL_TRACEPARENT.reset(tok)
+
+    def _do(self, claim: ClaimRequest, call: CallFunc, timeout: Optional[float], wait_queued: bool) -> Outcome:
         deadline = time.monotonic() + timeout if timeout is not None else None
         resp = self._claim(claim, 0.0, deadline)
-        waited = False
+        waited = approval = queued = False
         while True:
             out = _outcome_of(resp)
-            out.waited = waited
+            out.waited, out.awaited_approval, out.queued = waited, approval, queued
             self._log.debug("claim decided: key=%s run_id=%s decision=%s", out.key, claim.run_id, resp.decision)
             handler = self._DECISIONS.get(resp.decision)
             if handler is None:
                 raise UnknownDecision(resp.decision, out)
-            step = handler(self, _Step(claim, resp, out, call, deadline))
+            step = handler(self, _Step(claim, resp, out, call, deadline, wait_queued))
             if isinstance(step, Outcome):
                 return step
+            approval = approval or resp.decision == Decision.AWAIT_APPROVAL
+            queued = queued or resp.decision == Decision.QUEUED
             resp, waited = step, True
 
     def _on_attempt(self, s: _Step) -> Outcome:
@@ -340,7 +558,35 @@ class Client:
     def _on_wait(self, s: _Step) -> ClaimResponse:
         if s.resp.row is None:
             raise ProtocolError("claim: wait without a row", s.resp.http_status)
-        return self._wait_settled(s)
+        return self._wait_settled(s, (Decision.WAIT,), lambda row: _deadline(row, s.out))
+
+    def _on_await_approval(self, s: _Step) -> ClaimResponse:
+        if s.resp.row is None:
+            raise ProtocolError("claim: await_approval without a row", s.resp.http_status)
+        s.out.awaited_approval = True
+        # The row's claims answer wait until a human decides; the long poll
+        # wakes at once on a decision made through the same server.
+        detail = "do() timed out while the key awaited approval"
+        if s.resp.row.approval is not None and s.resp.row.approval.id:
+            detail += f" ({s.resp.row.approval.id})"
+        # (An await_approval again is a wait too: only the first claim makes the request.)
+        hold = (Decision.WAIT, Decision.AWAIT_APPROVAL)
+        return self._wait_settled(s, hold, lambda row: Unsettled(row.key, row.status, detail, s.out))
+
+    def _on_queued(self, s: _Step) -> ClaimResponse:
+        row = s.resp.row
+        if row is None:
+            raise ProtocolError("claim: queued without a row", s.resp.http_status)
+        s.out.queued = True
+        if not s.wait_queued:
+            raise QueuedError(row.key, row, row.run_id, s.out)
+        # The agent's claims of a queued key answer queued until the row
+        # settles, at once even with ?wait=: the loop polls.
+        return self._wait_settled(
+            s,
+            (Decision.QUEUED,),
+            lambda r: QueuedError(r.key, r, r.run_id, s.out, "do() timed out before the worker settled the key"),
+        )
 
     #: Each decision's handler: it returns the Outcome do() ends with, or
     #: the next claim answer to act on (after a wait), or raises. A new
@@ -352,6 +598,8 @@ class Client:
         Decision.REPLAY: _on_replay,
         Decision.STOP: _on_stop,
         Decision.WAIT: _on_wait,
+        Decision.AWAIT_APPROVAL: _on_await_approval,
+        Decision.QUEUED: _on_queued,
     }
 
     def _attempt(self, out: Outcome, call: CallFunc) -> Outcome:
@@ -407,9 +655,12 @@ class Client:
         _, answer = self._send(_Call("POST", _key_path(key, "/outcome"), body=rep.to_json()), True, deadline)
         return _row_of(answer)
 
-    def _wait_settled(self, s: _Step) -> ClaimResponse:
-        """_wait_settled long-polls until a claim of the row answers
-        something other than wait, a human is paged for it, or the deadline."""
+    def _wait_settled(
+        self, s: _Step, hold: Tuple[str, ...], on_deadline: Callable[[Row], ReconcilerError]
+    ) -> ClaimResponse:
+        """_wait_settled long-polls until a claim of the row answers a
+        decision not in hold (wait; or queued), a human is paged for it, or
+        the deadline (on_deadline's error for the row as last seen)."""
         row = s.resp.row
         assert row is not None
         if row.paged_at:
@@ -420,7 +671,7 @@ class Client:
             if s.deadline is not None:
                 left = s.deadline - start
                 if left <= 0:
-                    raise _deadline(row, s.out)
+                    raise on_deadline(row)
                 wait = min(wait, left)
             resp: Optional[ClaimResponse] = None
             err: Optional[ReconcilerError] = None
@@ -428,10 +679,12 @@ class Client:
                 resp = self._claim(s.claim, wait, s.deadline)
             except ReconcilerError as e:
                 err = e
-            if resp is not None and resp.decision != Decision.WAIT:
+            if resp is not None and resp.decision not in hold:
                 return resp
+            if resp is not None and resp.row is not None:
+                row = s.out.row = resp.row
             if s.deadline is not None and time.monotonic() >= s.deadline:
-                raise _deadline(row, s.out) from err
+                raise on_deadline(row) from err
             if isinstance(err, APIError) and not err.retryable:
                 raise err  # a revoked token, a key gone: asking again cannot help
             if resp is not None and resp.row is not None and resp.row.paged_at:
@@ -500,6 +753,9 @@ class Client:
         headers = {"Authorization": "Bearer " + self._token, "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
+        tp = self._current_traceparent()
+        if tp:
+            headers["traceparent"] = tp
         req = urllib.request.Request(url, data=data, headers=headers, method=c.method)
         where = f"{c.method} {c.path}"
         try:
@@ -518,6 +774,8 @@ class Client:
             if resp.fp is not None:
                 resp.close()
         ok = 200 <= status < 300 or status in c.accept
+        if ok and c.empty_ok and 200 <= status < 300 and not body.strip():
+            return status, None
         answer, parsed = _decode(body)
         if ok and not _is_error_body(answer):
             if len(body) > self._max_response:
@@ -526,6 +784,29 @@ class Client:
                 raise ProtocolError(f"{where}: decode answer: {answer}", status)
             return status, answer
         raise _decode_error(status, answer if parsed else None, body)
+
+
+    def _current_traceparent(self) -> str:
+        """_current_traceparent is the header of this request: the running
+        call's source, else the client's; "" when none is valid."""
+        src = _CALL_TRACEPARENT.get()
+        if src is None:
+            src = self._traceparent
+        if src is None:
+            return ""
+        value: Any = src
+        if callable(src):
+            try:
+                value = src()
+            except Exception as e:  # tracing must never fail a write
+                self._log.debug("traceparent source failed: %s", e)
+                return ""
+        if not value:
+            return ""
+        if not valid_traceparent(value):
+            self._log.debug("traceparent not sent: not a valid W3C traceparent")
+            return ""
+        return str(value)
 
 
 def _decode(body: bytes) -> Tuple[Any, bool]:
@@ -590,6 +871,28 @@ def _format_wait(seconds: float) -> str:
     """_format_wait writes a wait as a Go duration the API parses: 30s, 1500ms."""
     ms = max(1, math.ceil(seconds * 1000))
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _tool_of(answer: Any) -> Tool:
+    if not isinstance(answer, dict) or not isinstance(answer.get("tool"), dict):
+        raise ProtocolError("the answer has no tool")
+    return Tool.from_json(answer["tool"])
+
+
+def _segment(kind: str, name: str) -> str:
+    """_segment escapes one path segment; a name of dots only would be a
+    dot segment that a proxy may resolve away, and no entry has one."""
+    if not isinstance(name, str) or name.strip(".") == "":
+        raise InvalidInput(0, "invalid_input", f"{kind} {name!r}: not a name")
+    return urllib.parse.quote(name, safe="")
+
+
+def _tool_path(name: str) -> str:
+    return "/v1/tools/" + _segment("tool name", name)
+
+
+def _approval_path(approval_id: str, suffix: str) -> str:
+    return "/v1/approvals/" + _segment("approval id", approval_id) + suffix
 
 
 def _key_path(key: str, suffix: str) -> str:

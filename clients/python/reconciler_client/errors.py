@@ -10,9 +10,9 @@ Every failure is an exception of this module, never a silent success:
   too large).
 - ``TransportError``: no answer at all (connection refused or reset, a
   timeout).
-- ``Stopped``, ``Unsettled`` (``Escalated``, ``ReportFailed``) and
-  ``UnknownDecision``: how ``Client.do`` ends when the side effect did not,
-  or may not have, happened.
+- ``Stopped``, ``Unsettled`` (``Escalated``, ``ReportFailed``,
+  ``QueuedError``) and ``UnknownDecision``: how ``Client.do`` ends when the
+  side effect did not, or may not have, happened.
 """
 
 from __future__ import annotations
@@ -33,9 +33,15 @@ __all__ = [
     "MethodNotAllowed",
     "InvalidTransition",
     "CompensationPending",
+    "NotQueued",
+    "ApprovalDecided",
+    "ApprovalExpired",
     "BodyTooLarge",
     "FingerprintMismatch",
     "CompensationFailed",
+    "ToolMismatch",
+    "UnregisteredTool",
+    "RequestRequired",
     "Internal",
     "Unimplemented",
     "Unavailable",
@@ -45,6 +51,7 @@ __all__ = [
     "Unsettled",
     "Escalated",
     "ReportFailed",
+    "QueuedError",
     "UnknownDecision",
     "error_from_answer",
 ]
@@ -120,6 +127,27 @@ class CompensationPending(APIError):
     CODE = "compensation_pending"
 
 
+class NotQueued(APIError):
+    """409 ``not_queued``: a worker's start of a row that no outbox claim
+    inserted (the agent calls it itself)."""
+
+    CODE = "not_queued"
+
+
+class ApprovalDecided(APIError):
+    """409 ``approval_decided``: the approval was granted, denied or expired
+    before (also a resent approve whose first answer was lost: read it with
+    get_approval)."""
+
+    CODE = "approval_decided"
+
+
+class ApprovalExpired(APIError):
+    """409 ``approval_expired``: the approval's expires_at has passed."""
+
+    CODE = "approval_expired"
+
+
 class BodyTooLarge(APIError):
     """413 ``body_too_large``."""
 
@@ -137,6 +165,27 @@ class CompensationFailed(APIError):
     """422 ``compensation_failed``: the original failed; nothing to undo."""
 
     CODE = "compensation_failed"
+
+
+class ToolMismatch(APIError):
+    """422 ``tool_mismatch``: the tool is registered with another vendor or
+    class than the claim names (get_tool shows the entry)."""
+
+    CODE = "tool_mismatch"
+
+
+class UnregisteredTool(APIError):
+    """422 ``unregistered_tool``: the server runs with registry.strict and
+    the tool is not registered."""
+
+    CODE = "unregistered_tool"
+
+
+class RequestRequired(APIError):
+    """422 ``request_required``: an outbox tool's claim needs the request
+    envelope (ClaimRequest.request), which the worker sends."""
+
+    CODE = "request_required"
 
 
 class Internal(APIError):
@@ -169,9 +218,15 @@ _BY_CODE: Dict[str, Type[APIError]] = {
         MethodNotAllowed,
         InvalidTransition,
         CompensationPending,
+        NotQueued,
+        ApprovalDecided,
+        ApprovalExpired,
         BodyTooLarge,
         FingerprintMismatch,
         CompensationFailed,
+        ToolMismatch,
+        UnregisteredTool,
+        RequestRequired,
         Internal,
         Unimplemented,
         Unavailable,
@@ -228,8 +283,9 @@ class Stopped(ReconcilerError):
     """Stopped is ``do``'s answer when the ledger says not to call the vendor.
 
     ``code`` is ``failed_poison`` (the vendor refused this intent: a new
-    intent needs a new key) or ``tool_frozen`` (the kill switch covers the
-    tool). ``row`` is None for a frozen tool with no row. When this ``do``
+    intent needs a new key), ``tool_frozen`` (the kill switch covers the
+    tool), ``approval_denied`` (an approver said no) or ``approval_expired``
+    (nobody decided within approvals.ttl). ``row`` is None for a frozen tool with no row. When this ``do``
     made the call that failed, the call's exception is ``__cause__``.
     """
 
@@ -303,6 +359,23 @@ class ReportFailed(Unsettled):
     ) -> None:
         super().__init__(key, "", detail, outcome)
         self.call_error = call_error
+
+
+class QueuedError(Unsettled):
+    """QueuedError is ``do``'s answer to a ``queued`` claim: the tool's
+    calls go through the runtime's outbox worker, so this do() called
+    nothing. The worker takes the key's work item from stream RECON_WORK,
+    starts it, calls and reports; park the run on the key (its events on
+    ``recon.<tenant>.<run_id>.>``, or a later do() with ``wait_queued``)
+    and carry on when it settles. It is an Unsettled: the row is open
+    (``row``, as last seen) and must never be called under a new key. With
+    ``wait_queued`` it is also the answer when do()'s timeout passed before
+    the worker settled the key."""
+
+    def __init__(self, key: str, row: Optional[Row], run_id: str, outcome: Optional[Outcome] = None, detail: str = "") -> None:
+        super().__init__(key, row.status if row is not None else "", detail or "queued for the outbox worker", outcome)
+        self.row = row
+        self.run_id = run_id
 
 
 class UnknownDecision(ReconcilerError):

@@ -10,6 +10,7 @@ also the ones this version of the client does not know.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -21,6 +22,8 @@ __all__ = [
     "ToolClass",
     "OutcomeKind",
     "StopCode",
+    "Autonomy",
+    "ApprovalState",
     "Request",
     "Expect",
     "ClaimRequest",
@@ -28,9 +31,15 @@ __all__ = [
     "ResolveRequest",
     "Resolution",
     "Alert",
+    "Approval",
     "Row",
     "ClaimResponse",
     "Page",
+    "ApprovalView",
+    "ApprovalPage",
+    "Tool",
+    "ToolChange",
+    "WorkItem",
     "Result",
     "Outcome",
 ]
@@ -45,6 +54,10 @@ class Decision:
     WAIT = "wait"
     RETRY_SAME_KEY = "retry_same_key"
     STOP = "stop"
+    #: The tool needs a human's approval for this claim (202): call nothing.
+    AWAIT_APPROVAL = "await_approval"
+    #: The call goes through the runtime's outbox worker (202): call nothing.
+    QUEUED = "queued"
 
 
 class Status:
@@ -77,6 +90,28 @@ class StopCode:
 
     TOOL_FROZEN = "tool_frozen"
     FAILED_POISON = "failed_poison"
+    #: An approver denied the approval request.
+    APPROVAL_DENIED = "approval_denied"
+    #: Nobody decided the approval request within approvals.ttl.
+    APPROVAL_EXPIRED = "approval_expired"
+
+
+class Autonomy:
+    """Autonomy is how far a registered tool may act without a human
+    (docs/architecture.md §11)."""
+
+    AUTONOMOUS = "autonomous"
+    APPROVAL = "approval"
+    OUTBOX = "outbox"
+
+
+class ApprovalState:
+    """ApprovalState is where an approval request stands."""
+
+    REQUESTED = "requested"
+    GRANTED = "granted"
+    DENIED = "denied"
+    EXPIRED = "expired"
 
 
 @dataclass
@@ -174,6 +209,9 @@ class OutcomeReport:
     #: The claim answer's row.attempt (do() sets it): a report that arrives
     #: after a later attempt began leaves that attempt's lease alone.
     attempt: int = 0
+    #: JSON text (at most 64 KiB) kept as row.result when this report
+    #: settles the row, so a replay can answer without a call.
+    result: str = ""
 
     def to_json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"kind": self.kind}
@@ -185,6 +223,8 @@ class OutcomeReport:
             out["headers"] = dict(self.headers)
         if self.attempt:
             out["attempt"] = self.attempt
+        if self.result:
+            out["result"] = self.result
         return out
 
 
@@ -244,6 +284,45 @@ class Alert:
         return cls(**{f: _str(d, f, where) for f in ("kind", "source", "vendor_event_id", "detail", "at")})
 
 
+_APPROVAL_STRINGS = (
+    "id",
+    "state",
+    "reason",
+    "requested_at",
+    "expires_at",
+    "requested_by",
+    "actor",
+    "note",
+    "decided_by",
+    "decided_at",
+)
+
+
+@dataclass
+class Approval:
+    """Approval is the approval record of a row whose claim needed a human.
+    ``id`` names it in /v1/approvals/{id}; ``state`` is an ApprovalState."""
+
+    id: str = ""
+    state: str = ""
+    #: Why the claim needs approval: the checklist, the class, the autonomy
+    #: asked for, or ``policy: <expression>``.
+    reason: str = ""
+    requested_at: str = ""
+    expires_at: str = ""
+    #: Fingerprint of the token that made the claim (that token cannot decide).
+    requested_by: str = ""
+    actor: str = ""
+    note: str = ""
+    decided_by: str = ""
+    decided_at: str = ""
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "approval") -> Approval:
+        d = _obj(d, where)
+        return cls(**{f: _str(d, f, where) for f in _APPROVAL_STRINGS})
+
+
 _ROW_STRINGS = (
     "tenant",
     "key",
@@ -265,6 +344,9 @@ _ROW_STRINGS = (
     "next_check_at",
     "compensation_of",
     "compensation_action",
+    "result",
+    "autonomy",
+    "traceparent",
 )
 
 
@@ -300,9 +382,19 @@ class Row:
     next_check_at: str = ""
     compensation_of: str = ""
     compensation_action: str = ""
+    #: The runtime's JSON text reported with the answer that settled the row.
+    result: str = ""
+    #: The gate the row was inserted under (Autonomy.APPROVAL or
+    #: Autonomy.OUTBOX); "" for an autonomous claim.
+    autonomy: str = ""
+    #: The W3C trace context of the claim that inserted the row, when the
+    #: service traces.
+    traceparent: str = ""
     request: Optional[Request] = None
     expect: Optional[Expect] = None
     resolution: Optional[Resolution] = None
+    #: Set on a row whose claim needed a human's approval.
+    approval: Optional[Approval] = None
     alerts: List[Alert] = field(default_factory=list)
     #: The row's JSON object as the server sent it.
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -321,6 +413,8 @@ class Row:
             kw["expect"] = Expect.from_json(d["expect"], where + ".expect")
         if d.get("resolution") is not None:
             kw["resolution"] = Resolution.from_json(d["resolution"], where + ".resolution")
+        if d.get("approval") is not None:
+            kw["approval"] = Approval.from_json(d["approval"], where + ".approval")
         alerts = d.get("alerts")
         if alerts is not None:
             if not isinstance(alerts, list):
@@ -334,12 +428,14 @@ class ClaimResponse:
     """ClaimResponse is the answer to a claim or a compensation."""
 
     decision: str
-    #: Why a stop stops (StopCode.FAILED_POISON, StopCode.TOOL_FROZEN).
+    #: Why a stop stops (StopCode.FAILED_POISON, StopCode.TOOL_FROZEN,
+    #: StopCode.APPROVAL_DENIED, StopCode.APPROVAL_EXPIRED).
     code: str = ""
     #: None only for a frozen tool with no row.
     row: Optional[Row] = None
     replay_window_until: str = ""
-    #: The API's status: 201 proceed, 409 wait, 423 frozen, 200 the rest.
+    #: The API's status: 201 proceed, 202 await_approval and queued, 409
+    #: wait, 423 frozen, 200 the rest.
     http_status: int = 0
 
     @property
@@ -369,6 +465,158 @@ class Page:
 
     rows: List[Row]
     next_cursor: str = ""
+
+
+@dataclass
+class ApprovalView:
+    """ApprovalView is one approval request and the row it gates."""
+
+    approval: Approval
+    row: Row
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "approval view") -> ApprovalView:
+        d = _obj(d, where)
+        if d.get("approval") is None or d.get("row") is None:
+            raise ProtocolError(f"{where}: want approval and row")
+        return cls(approval=Approval.from_json(d["approval"], where + ".approval"), row=Row.from_json(d["row"], where + ".row"))
+
+
+@dataclass
+class ApprovalPage:
+    """ApprovalPage is a page of open approval requests, soonest to expire
+    first; next_cursor is "" on the last."""
+
+    approvals: List[ApprovalView]
+    next_cursor: str = ""
+
+
+@dataclass
+class Tool:
+    """Tool is a registry entry as stored (docs/architecture.md §11). The
+    nested parts (key_placement, checklist) stay JSON objects; ``raw`` is
+    the entry as the server sent it. ``tool_class`` is the API's ``class``."""
+
+    tenant: str = ""
+    name: str = ""
+    vendor: str = ""
+    #: read, or a ToolClass.
+    tool_class: str = ""
+    side_effect: str = ""
+    key_placement: Dict[str, Any] = field(default_factory=dict)
+    intent_fields: List[str] = field(default_factory=list)
+    checklist: Dict[str, Any] = field(default_factory=dict)
+    #: An Autonomy.
+    autonomy: str = ""
+    policy: str = ""
+    version: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "tool") -> Tool:
+        d = _obj(d, where)
+        fields = d.get("intent_fields")
+        if fields is None:
+            fields = []
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+            raise ProtocolError(f"{where}.intent_fields: want an array of strings")
+        return cls(
+            tenant=_str(d, "tenant", where),
+            name=_str(d, "name", where),
+            vendor=_str(d, "vendor", where),
+            tool_class=_str(d, "class", where),
+            side_effect=_str(d, "side_effect", where),
+            key_placement=_obj(d.get("key_placement") or {}, where + ".key_placement"),
+            intent_fields=list(fields),
+            checklist=_obj(d.get("checklist") or {}, where + ".checklist"),
+            autonomy=_str(d, "autonomy", where),
+            policy=_str(d, "policy", where),
+            version=_int(d, "version", where),
+            created_at=_str(d, "created_at", where),
+            updated_at=_str(d, "updated_at", where),
+            raw=d,
+        )
+
+
+@dataclass
+class ToolChange:
+    """ToolChange is the answer of a PUT of a registry entry: the entry as
+    stored, and whether the PUT changed it (an equal entry keeps its
+    version)."""
+
+    tool: Tool
+    changed: bool
+    #: True when the PUT registered the tool (201).
+    created: bool = False
+
+
+@dataclass
+class WorkItem:
+    """WorkItem is one message of stream RECON_WORK (subject
+    ``recon_work.<tenant>.<tool>``): the event JSON of a queued key, status
+    ``queued``, with its ``work`` object — what the outbox worker calls.
+    Parse the message's data with ``WorkItem.from_json``; ``raw`` keeps it."""
+
+    key: str
+    tenant: str
+    run_id: str
+    tool: str
+    vendor: str
+    tool_class: str
+    metadata_local_id: str
+    tool_call_id: str = ""
+    status: str = ""
+    at: str = ""
+    #: The claim's intent object.
+    intent: Optional[Dict[str, Any]] = None
+    #: The envelope of the call to send (method, path, content type, body).
+    request: Optional[Request] = None
+    expect: Optional[Expect] = None
+    #: When the vendor forgets the key ("" when it does not replay).
+    replay_window_until: str = ""
+    #: The W3C trace context of the claim that queued the key, if traced.
+    traceparent: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "work item") -> WorkItem:
+        """from_json reads a work item: a decoded JSON object, or the
+        message's data (bytes or str)."""
+        if isinstance(d, (bytes, bytearray, memoryview)):
+            d = bytes(d).decode("utf-8")
+        if isinstance(d, str):
+            try:
+                d = json.loads(d)
+            except ValueError as e:
+                raise ProtocolError(f"{where}: not JSON ({e})") from e
+        d = _obj(d, where)
+        w = _obj(d.get("work"), where + ".work")
+        intent = w.get("intent")
+        if intent is not None and not isinstance(intent, dict):
+            raise ProtocolError(f"{where}.work.intent: want a JSON object")
+        item = cls(
+            key=_str(d, "key", where),
+            tenant=_str(d, "tenant", where),
+            run_id=_str(d, "run_id", where),
+            tool=_str(d, "tool", where),
+            tool_call_id=_str(d, "tool_call_id", where),
+            status=_str(d, "status", where),
+            at=_str(d, "at", where),
+            traceparent=_str(d, "traceparent", where),
+            vendor=_str(w, "vendor", where + ".work"),
+            tool_class=_str(w, "tool_class", where + ".work"),
+            metadata_local_id=_str(w, "metadata_local_id", where + ".work"),
+            intent=intent,
+            request=Request.from_json(w["request"], where + ".work.request") if w.get("request") is not None else None,
+            expect=Expect.from_json(w["expect"], where + ".work.expect") if w.get("expect") is not None else None,
+            replay_window_until=_str(w, "replay_window_until", where + ".work"),
+            raw=d,
+        )
+        if not item.key or not item.tool:
+            raise ProtocolError(f"{where}: want key and tool")
+        return item
 
 
 @dataclass
@@ -403,6 +651,12 @@ class Outcome:
     replayed: bool = False
     #: True when the key was in flight elsewhere and do() waited.
     waited: bool = False
+    #: True when the claim answered await_approval and do() waited for a
+    #: human's decision (the call, if any, came after the grant).
+    awaited_approval: bool = False
+    #: True when the claim answered queued: the outbox worker makes the
+    #: call, never this do() (with wait_queued, do() waited for it).
+    queued: bool = False
 
     @property
     def receipt_id(self) -> str:

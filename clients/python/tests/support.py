@@ -34,6 +34,7 @@ from reconciler_client import Result, result_from_response
 
 TOKEN = "py-tenant-token-0123456789"
 ADMIN_TOKEN = "py-admin-token-0123456789"
+APPROVER_TOKEN = "py-approver-token-0123456789"
 TENANT = "default"
 
 
@@ -64,9 +65,15 @@ class Server:
     embedded NATS on another. Its URL comes from the JSON log line
     "listening" (key "http")."""
 
-    def __init__(self, extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, extra_args: Sequence[str] = (), config: str = "", env: Optional[Dict[str, str]] = None) -> None:
         self.binary = binary()
         self.data = tempfile.mkdtemp(prefix="reconciler-py-")
+        self.extra_env = dict(env or {})
+        if config:
+            path = os.path.join(self.data, "reconciler.yaml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(config)
+            extra_args = ["--config", path, *extra_args]
         self.log: Deque[str] = deque(maxlen=200)
         self.url = ""
         last = ""
@@ -82,6 +89,7 @@ class Server:
     def _start(self, extra_args: Sequence[str]) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")}
         env.update(RECONCILER_TOKEN=TOKEN, RECONCILER_ADMIN_TOKEN=ADMIN_TOKEN)
+        env.update(self.extra_env)
         args = [
             self.binary, "serve",
             "--data", self.data,
@@ -158,6 +166,31 @@ def server() -> Server:
             _shared = Server(["--resolver-interval", "200ms", "--resolver-grace", "10ms"])
             atexit.register(_shared.stop)
         return _shared
+
+
+_autonomy: Optional[Server] = None
+
+#: The autonomy server's config: the tenant of the shared server's tokens,
+#: with an approver token (a file-only setting).
+AUTONOMY_CONFIG = f"""tenants:
+  - id: {TENANT}
+    tokens: ["{TOKEN}"]
+    approver_tokens: ["{APPROVER_TOKEN}"]
+admin_tokens: ["{ADMIN_TOKEN}"]
+"""
+
+
+def autonomy_server() -> Server:
+    """autonomy_server is a server with an approver token for the tenant,
+    tracing on (spans to its stdout, which nobody reads) so a claim's
+    traceparent header shows in the row it inserts. The write-autonomy
+    tests share it."""
+    global _autonomy
+    with _shared_lock:
+        if _autonomy is None:
+            _autonomy = Server(config=AUTONOMY_CONFIG, env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "reconciler-py-test"})
+            atexit.register(_autonomy.stop)
+        return _autonomy
 
 
 def run_id() -> str:
@@ -363,10 +396,12 @@ def poll(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition
 class Seen:
     """Seen is one request a Proxy or an API fake received."""
 
-    def __init__(self, method: str, target: str, body: bytes) -> None:
+    def __init__(self, method: str, target: str, body: bytes, headers: Optional[Dict[str, str]] = None) -> None:
         self.method = method
         self.path, _, self.query = target.partition("?")
         self.body = body
+        #: The request's headers, names in lower case.
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
 
     @property
     def wait_query(self) -> bool:
@@ -401,7 +436,7 @@ class Proxy(HTTPFake):
         super().__init__()
 
     def handle(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
-        seen = Seen(h.command, h.path, body)
+        seen = Seen(h.command, h.path, body, dict(h.headers.items()))
         with self.lock:
             self.seen.append(seen)
         action = self.rule(seen) or None
@@ -411,7 +446,7 @@ class Proxy(HTTPFake):
         if action == DROP_BEFORE:
             drop(h)
             return
-        headers = {k: v for k, v in h.headers.items() if k.lower() in ("authorization", "content-type", "accept")}
+        headers = {k: v for k, v in h.headers.items() if k.lower() in ("authorization", "content-type", "accept", "traceparent")}
         req = urllib.request.Request(self.upstream + h.path, data=body if h.command != "GET" else None,
                                      method=h.command, headers=headers)
         try:

@@ -17,20 +17,31 @@ from . import support
 from .support import DROP_AFTER, DROP_BEFORE, FakeVendor, Seen, answer
 from reconciler_client import (
     APIError,
+    ApprovalDecided,
+    ApprovalExpired,
     Client,
     Decision,
     Internal,
+    InvalidInput,
     MethodNotAllowed,
     NotFound,
+    NotQueued,
     OutcomeReport,
     ProtocolError,
+    QueuedError,
     ReconcilerError,
     ReportFailed,
+    RequestRequired,
     Status,
+    Stopped,
+    ToolMismatch,
     TransportError,
     UnknownDecision,
     Unavailable,
+    UnregisteredTool,
     Unsettled,
+    Worker,
+    WorkStatus,
 )
 from .test_client import charge
 
@@ -126,8 +137,8 @@ class BadAnswersTest(unittest.TestCase):
                     self.assertIsNotNone(cm.exception.__cause__)
 
     def test_unknown_decision(self) -> None:
-        # A newer server's decisions (issue 14 §11): nothing is called.
-        for decision in ["await_approval", "queued", "something_else"]:
+        # A newer server's decisions: nothing is called.
+        for decision in ["something_else", "await_human"]:
             with self.subTest(decision):
                 api = FakeAPI(202, json.dumps({"decision": decision, "row": ROW}).encode())
                 self.addCleanup(api.close)
@@ -255,3 +266,119 @@ class RetriesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+ITEM = {"key": "k1", "tenant": "default", "run_id": "r", "tool": "t", "status": "queued", "source": "runtime",
+        "at": "2025-01-01T00:00:00Z", "work": {"vendor": "stripe", "tool_class": "write_idempotent", "metadata_local_id": "rl_1",
+                                               "intent": {"amount": 1}, "request": {"method": "POST", "path": "/v1/x"}}}
+
+
+def decision(d: str, http_status: int = 200, **row: Any) -> Tuple[int, bytes]:
+    """decision is a claim answer of ROW with row's fields changed."""
+    return http_status, json.dumps({"decision": d, "row": dict(ROW, **row)}).encode()
+
+
+class AutonomyAnswersTest(unittest.TestCase):
+    """do() and the Worker on an API fake: the approval gate's and the
+    outbox's answers, and the typed errors of the new routes."""
+
+    def test_approval_expired_while_waiting(self) -> None:
+        stop = json.dumps({"decision": "stop", "code": "approval_expired", "row": dict(ROW, status="failed_poison", attempt=0)}).encode()
+        api = FakeAPI(*decision("await_approval", 202, attempt=0), later=[decision("wait", 409, attempt=0), (200, stop)])
+        self.addCleanup(api.close)
+        c = Client(api.url, support.TOKEN, poll_interval=0.01)
+        with self.assertRaises(Stopped) as cm:
+            c.do(charge("r"), support.never_called(self), timeout=5)
+        e = cm.exception
+        assert e.outcome is not None
+        self.assertEqual((e.code, e.outcome.awaited_approval, e.outcome.called), ("approval_expired", True, False))
+
+    def test_held_answers_never_spin(self) -> None:
+        # A server answering the same await_approval or queued at once:
+        # do() pauses poll_interval between claims and ends at its timeout.
+        for name, d, wait_queued, err_cls in [("await_approval again", "await_approval", False, Unsettled),
+                                              ("queued, waiting for the worker", "queued", True, QueuedError)]:
+            with self.subTest(name):
+                api = FakeAPI(*decision(d, 202, attempt=0))
+                self.addCleanup(api.close)
+                c = Client(api.url, support.TOKEN, retries=0, poll_interval=0.2)
+                with self.assertRaises(err_cls) as cm:
+                    c.do(charge("r"), support.never_called(self), timeout=1.0, wait_queued=wait_queued)
+                self.assertEqual(cm.exception.key, "k1")
+                self.assertTrue(3 <= api.sends <= 8, f"{api.sends} claims in 1 s")
+
+    def test_queued_without_waiting(self) -> None:
+        api = FakeAPI(*decision("queued", 202, attempt=0))
+        self.addCleanup(api.close)
+        with self.assertRaises(QueuedError) as cm:
+            Client(api.url, support.TOKEN).do(charge("r"), support.never_called(self))
+        self.assertEqual((cm.exception.key, cm.exception.run_id, api.sends), ("k1", "r", 1))
+        bare = FakeAPI(202, b'{"decision":"queued","row":null}')
+        self.addCleanup(bare.close)
+        with self.assertRaises(ProtocolError):
+            Client(bare.url, support.TOKEN).do(charge("r"), support.never_called(self))
+
+    def test_start_and_worker_on_bad_answers(self) -> None:
+        cases: List[Tuple[str, str, Type[ReconcilerError], str, bool]] = [
+            # name, url kind, want start error, want work status, want ack
+            ("2xx that is not JSON", "html", ProtocolError, WorkStatus.RETRY, False),
+            ("a 503", "503", Unavailable, WorkStatus.RETRY, False),
+            ("connection refused", "refused", TransportError, WorkStatus.RETRY, False),
+            ("not queued", "not_queued", NotQueued, WorkStatus.NOT_QUEUED, True),
+            ("no row", "not_found", NotFound, WorkStatus.REFUSED, False),
+        ]
+        for name, kind, err_cls, status, ack in cases:
+            with self.subTest(name):
+                if kind == "refused":
+                    url = refused_url()
+                else:
+                    api = {
+                        "html": lambda: FakeAPI(200, b"<html>hi</html>", "text/html"),
+                        "503": lambda: FakeAPI(503, api_error("unavailable")),
+                        "not_queued": lambda: FakeAPI(409, api_error("not_queued")),
+                        "not_found": lambda: FakeAPI(404, api_error("not_found")),
+                    }[kind]()
+                    self.addCleanup(api.close)
+                    url = api.url
+                c = Client(url, support.TOKEN, retries=1, backoff=0.01)
+                with self.assertRaises(err_cls):
+                    c.start("k1")
+                out = Worker(c, {"t": lambda k, l, w: self.fail("called")}).handle(ITEM)
+                self.assertEqual((out.status, out.ack, out.key), (status, ack, "k1"))
+                self.assertIsInstance(out.error, err_cls)
+
+    def test_worker_frozen_and_unknown_decisions(self) -> None:
+        for name, answer_, status, ack in [("frozen: wait at attempt 0", decision("wait", 409, attempt=0), WorkStatus.FROZEN, False),
+                                           ("in flight: wait at attempt 1", decision("wait", 409), WorkStatus.IN_FLIGHT, True),
+                                           ("settled", decision("replay", 200, status="succeeded"), WorkStatus.SETTLED, True),
+                                           ("a decision it does not know", decision("later", 200), WorkStatus.RETRY, False)]:
+            with self.subTest(name):
+                api = FakeAPI(*answer_)
+                self.addCleanup(api.close)
+                out = Worker(Client(api.url, support.TOKEN), {"t": lambda k, l, w: self.fail("called")}).handle(ITEM)
+                self.assertEqual((out.status, out.ack), (status, ack))
+
+    def test_registry_and_approval_answers(self) -> None:
+        empty = FakeAPI(204, b"")
+        self.addCleanup(empty.close)
+        c = Client(empty.url, support.TOKEN)
+        self.assertIsNone(c.delete_tool("t"))
+        with self.assertRaises(ProtocolError, msg="a GET's empty answer is not a tool"):
+            c.get_tool("t")
+        with self.assertRaises(InvalidInput):
+            c.get_tool("..")
+        for code, cls in [("tool_mismatch", ToolMismatch), ("unregistered_tool", UnregisteredTool), ("request_required", RequestRequired)]:
+            api = FakeAPI(422, api_error(code))
+            self.addCleanup(api.close)
+            with self.assertRaises(cls):
+                Client(api.url, support.TOKEN).claim(charge("r"))
+        view = {"approval": {"id": "ap_1", "state": "granted", "reason": "x", "requested_at": "t", "expires_at": "t", "actor": "carol"},
+                "row": ROW}
+        decided = FakeAPI(409, api_error("approval_decided"), later=[(200, json.dumps(view).encode())])
+        self.addCleanup(decided.close)
+        with self.assertRaises(ApprovalDecided, msg="decided by someone else: a conflict"):
+            Client(decided.url, support.TOKEN).approve("ap_1", "alice")
+        expired = FakeAPI(409, api_error("approval_expired"))
+        self.addCleanup(expired.close)
+        with self.assertRaises(ApprovalExpired):
+            Client(expired.url, support.TOKEN).deny("ap_1", "alice", "no")

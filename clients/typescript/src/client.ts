@@ -4,6 +4,7 @@
 import {
   AbortedError,
   ApiError,
+  ApprovalDecidedError,
   InvalidResponseError,
   NetworkError,
   apiError,
@@ -12,7 +13,50 @@ import { type CallFunc, type DoOptions, type Outcome, Run } from "./do.js";
 import { failureKind } from "./result.js";
 import { Scrubber } from "./scrub.js";
 import { type Deadline, deadline, sleep } from "./signal.js";
-import type { ClaimRequest, ClaimResponse, ListQuery, OutcomeReport, Page, ResolveRequest, Row } from "./types.js";
+import type {
+  ApprovalDecision,
+  ApprovalView,
+  ApprovalsPage,
+  ApprovalsQuery,
+  ClaimRequest,
+  ClaimResponse,
+  ListQuery,
+  OutcomeReport,
+  Page,
+  ResolveRequest,
+  Row,
+  Tool,
+  ToolChange,
+  ToolEntry,
+} from "./types.js";
+
+/**
+ * Traceparent is where a request's W3C `traceparent` header comes from: the
+ * header's value, or a function returning the current one (asked once per
+ * request), e.g. OpenTelemetry's propagator:
+ *
+ *     traceparent: () => { const c: Record<string, string> = {}; propagation.inject(context.active(), c); return c["traceparent"]; }
+ *
+ * A value that is not a valid traceparent is not sent; a function that
+ * throws sends none.
+ */
+export type Traceparent = string | (() => string | null | undefined);
+
+const traceparentRe = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?$/;
+
+/**
+ * validTraceparent reports whether v is a W3C traceparent the client sends:
+ * lower-case hex fields, version not ff (version 00 exactly 55 characters),
+ * trace id and parent id not all zero.
+ */
+export function validTraceparent(v: unknown): v is string {
+  if (typeof v !== "string" || v.length > 512) return false;
+  const m = traceparentRe.exec(v);
+  if (!m) return false;
+  const [, version, traceId, spanId, rest] = m;
+  if (version === "ff" || (version === "00" && rest !== undefined)) return false;
+  return /[^0]/.test(traceId!) && /[^0]/.test(spanId!);
+}
 
 /** Defaults of a Client (the Go SDK's). */
 export const DEFAULTS = Object.freeze({
@@ -70,12 +114,20 @@ export interface ClientOptions {
   maxResponseBytes?: number;
   /** scrubFields replaces the field names client.scrub removes (see DEFAULT_SCRUB_FIELDS). */
   scrubFields?: readonly string[];
+  /**
+   * traceparent is sent as the W3C `traceparent` header on every request
+   * (a value, or a function returning the current one), so the server's
+   * spans join the caller's trace. A request's own option wins.
+   */
+  traceparent?: Traceparent;
 }
 
 /** RequestOptions are the per-call options of every method. */
 export interface RequestOptions {
   /** signal aborts the request (and its retries) with an AbortedError. */
   signal?: AbortSignal;
+  /** traceparent replaces the client's for this request. */
+  traceparent?: Traceparent | undefined;
 }
 
 /** ClaimOptions add the long poll to a claim. */
@@ -94,7 +146,7 @@ export interface Settings {
 
 /** request is one API round trip. */
 interface Request {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** path is already escaped. */
   path: string;
   query?: Record<string, string>;
@@ -103,6 +155,17 @@ interface Request {
   extraMs?: number;
   /** accept are the non-2xx statuses whose body is a normal answer (a claim's 409 wait, 423 stop). */
   accept?: readonly number[];
+  /** emptyOk takes a 2xx without a body as the answer (a DELETE's 204). */
+  emptyOk?: boolean;
+  traceparent?: Traceparent | undefined;
+}
+
+/** settingsOf hands the Worker a client's do() settings without making them public. */
+const settings = new WeakMap<Client, Settings>();
+export function settingsOf(c: Client): Settings {
+  const s = settings.get(c);
+  if (!s) throw new TypeError("reconciler client: not a Client");
+  return s;
 }
 
 /**
@@ -120,6 +183,7 @@ export class Client {
   readonly #maxResponse: number;
   readonly #scrubber: Scrubber;
   readonly #settings: Settings;
+  readonly #traceparent: Traceparent | undefined;
 
   constructor(opts: ClientOptions) {
     let u: URL;
@@ -155,6 +219,11 @@ export class Client {
       callTimeoutMs: opts.callTimeoutMs === undefined ? undefined : positive("callTimeoutMs", opts.callTimeoutMs),
     });
     this.#scrubber = new Scrubber(opts.scrubFields);
+    if (opts.traceparent !== undefined && typeof opts.traceparent !== "string" && typeof opts.traceparent !== "function") {
+      throw new TypeError("reconciler client: traceparent must be a string or a function returning one");
+    }
+    this.#traceparent = opts.traceparent;
+    settings.set(this, this.#settings);
   }
 
   /**
@@ -169,7 +238,7 @@ export class Client {
   async claim(req: ClaimRequest, opts: ClaimOptions = {}): Promise<ClaimResponse> {
     if (req?.intent === undefined || req.intent === null) throw new TypeError("claim: intent is required");
     if (req.key !== undefined && !addressable(req.key)) throw unaddressable(req.key);
-    const r: Request = { method: "POST", path: "/v1/claims", body: req, accept: [409, 423] };
+    const r: Request = { method: "POST", path: "/v1/claims", body: req, accept: [409, 423], traceparent: opts.traceparent };
     if (opts.waitMs !== undefined && opts.waitMs > 0) {
       r.query = { wait: formatWait(opts.waitMs) };
       r.extraMs = opts.waitMs;
@@ -179,19 +248,44 @@ export class Client {
   }
 
   /**
+   * start is the outbox worker's claim of a queued key (POST
+   * /v1/claims/{key}/start, no body: what to call is the row's). The first
+   * start of a queued row answers proceed (attempt 1, the lease), exactly
+   * once across workers; a start while that attempt is in flight answers
+   * wait (409; waitMs long-polls it); later ones follow the claim table
+   * (retry_same_key, replay, stop). NotFoundError when the tenant has no such
+   * row, NotQueuedError when no outbox claim inserted it. Resent on a
+   * network failure or a 5xx: a resent start whose first answer was lost
+   * finds the lease held (wait), never a second proceed. Worker.handle does
+   * all of it.
+   */
+  async start(key: string, opts: ClaimOptions = {}): Promise<ClaimResponse> {
+    const r: Request = { method: "POST", path: keyPath(key, "/start"), accept: [409], traceparent: opts.traceparent };
+    if (opts.waitMs !== undefined && opts.waitMs > 0) {
+      r.query = { wait: formatWait(opts.waitMs) };
+      r.extraMs = opts.waitMs;
+    }
+    const { status, body } = await this.#send(r, opts.signal);
+    return claimAnswer(`start ${key}`, status, body);
+  }
+
+  /**
    * report reports one vendor call. It is resent with the same body on a
    * network failure or a 5xx: the ledger applies a repeated report once.
    * When it finally fails the row stays pending for the resolver.
    */
   async report(key: string, outcome: OutcomeReport, opts: RequestOptions = {}): Promise<Row> {
-    const { status, body } = await this.#send({ method: "POST", path: keyPath(key, "/outcome"), body: outcome }, opts.signal);
+    const { status, body } = await this.#send(
+      { method: "POST", path: keyPath(key, "/outcome"), body: outcome, traceparent: opts.traceparent },
+      opts.signal,
+    );
     return rowAnswer(`report outcome of ${key}`, status, body);
   }
 
   /** get returns the row of key. */
   async get(key: string, opts: RequestOptions = {}): Promise<Row> {
     const query = this.#tenant ? { tenant: this.#tenant } : undefined;
-    const r: Request = { method: "GET", path: keyPath(key, "") };
+    const r: Request = { method: "GET", path: keyPath(key, ""), traceparent: opts.traceparent };
     if (query) r.query = query;
     const { status, body } = await this.#send(r, opts.signal);
     return rowAnswer(`get ${key}`, status, body);
@@ -205,7 +299,7 @@ export class Client {
     if (q.run_id) query["run_id"] = q.run_id;
     if (q.limit !== undefined && q.limit > 0) query["limit"] = String(q.limit);
     if (q.cursor) query["cursor"] = q.cursor;
-    const { status, body } = await this.#send({ method: "GET", path: "/v1/claims", query }, opts.signal);
+    const { status, body } = await this.#send({ method: "GET", path: "/v1/claims", query, traceparent: opts.traceparent }, opts.signal);
     if (!isObject(body) || !Array.isArray(body["rows"]) || !body["rows"].every(isRow)) {
       throw new InvalidResponseError(status, "list: answer without rows");
     }
@@ -220,7 +314,7 @@ export class Client {
    */
   async compensate(key: string, action: string, opts: RequestOptions = {}): Promise<ClaimResponse> {
     const { status, body } = await this.#send(
-      { method: "POST", path: keyPath(key, "/compensations"), body: { action }, accept: [409, 423] },
+      { method: "POST", path: keyPath(key, "/compensations"), body: { action }, accept: [409, 423], traceparent: opts.traceparent },
       opts.signal,
     );
     return claimAnswer(`compensate ${key}`, status, body);
@@ -231,8 +325,122 @@ export class Client {
    * with a note saying why and the row's tenant (an admin token has none).
    */
   async resolve(key: string, req: ResolveRequest, opts: RequestOptions = {}): Promise<Row> {
-    const { status, body } = await this.#send({ method: "POST", path: keyPath(key, "/resolve"), body: req }, opts.signal);
+    const { status, body } = await this.#send(
+      { method: "POST", path: keyPath(key, "/resolve"), body: req, traceparent: opts.traceparent },
+      opts.signal,
+    );
     return rowAnswer(`resolve ${key}`, status, body);
+  }
+
+  /**
+   * putTool registers the tool `name` in the token's tenant's registry, or
+   * replaces its entry (docs/architecture.md §11). An entry equal to the
+   * stored one changes nothing (changed false, same version). A PUT is
+   * idempotent, so it is resent on a network failure or a 5xx. A bad entry
+   * is an InvalidInputError naming the field.
+   */
+  async putTool(name: string, entry: ToolEntry, opts: RequestOptions = {}): Promise<ToolChange> {
+    const { status, body } = await this.#send(
+      { method: "PUT", path: segmentPath("/v1/tools/", "tool name", name), body: entry, traceparent: opts.traceparent },
+      opts.signal,
+    );
+    if (!isObject(body) || !isObject(body["tool"]) || typeof body["changed"] !== "boolean") {
+      throw new InvalidResponseError(status, `put tool ${name}: answer without tool and changed`);
+    }
+    return { tool: body["tool"] as Tool, changed: body["changed"], created: status === 201 };
+  }
+
+  /** getTool returns the registry entry of name (NotFoundError when it is not registered). */
+  async getTool(name: string, opts: RequestOptions = {}): Promise<Tool> {
+    const r: Request = { method: "GET", path: segmentPath("/v1/tools/", "tool name", name), traceparent: opts.traceparent };
+    if (this.#tenant) r.query = { tenant: this.#tenant };
+    const { status, body } = await this.#send(r, opts.signal);
+    if (!isObject(body) || !isObject(body["tool"])) throw new InvalidResponseError(status, `get tool ${name}: answer without a tool`);
+    return body["tool"] as Tool;
+  }
+
+  /** listTools returns the tenant's registry, by name. */
+  async listTools(opts: RequestOptions = {}): Promise<Tool[]> {
+    const r: Request = { method: "GET", path: "/v1/tools", traceparent: opts.traceparent };
+    if (this.#tenant) r.query = { tenant: this.#tenant };
+    const { status, body } = await this.#send(r, opts.signal);
+    if (!isObject(body) || !Array.isArray(body["tools"]) || !body["tools"].every(isObject)) {
+      throw new InvalidResponseError(status, "list tools: answer without tools");
+    }
+    return body["tools"] as Tool[];
+  }
+
+  /**
+   * deleteTool removes the registry entry of name: its claims are then
+   * served as an unregistered tool's. NotFoundError when it is not
+   * registered — also when a resent DELETE finds the first one's work done.
+   */
+  async deleteTool(name: string, opts: RequestOptions = {}): Promise<void> {
+    await this.#send(
+      { method: "DELETE", path: segmentPath("/v1/tools/", "tool name", name), emptyOk: true, traceparent: opts.traceparent },
+      opts.signal,
+    );
+  }
+
+  /**
+   * listApprovals returns a page of the open approval requests, soonest to
+   * expire first (a tenant, approver or admin token; an admin token lists
+   * every tenant's, or the client's `tenant`'s).
+   */
+  async listApprovals(q: ApprovalsQuery = {}, opts: RequestOptions = {}): Promise<ApprovalsPage> {
+    const query: Record<string, string> = {};
+    if (this.#tenant) query["tenant"] = this.#tenant;
+    if (q.limit !== undefined && q.limit > 0) query["limit"] = String(q.limit);
+    if (q.cursor) query["cursor"] = q.cursor;
+    const { status, body } = await this.#send({ method: "GET", path: "/v1/approvals", query, traceparent: opts.traceparent }, opts.signal);
+    if (!isObject(body) || !Array.isArray(body["approvals"]) || !body["approvals"].every(isApprovalView)) {
+      throw new InvalidResponseError(status, "list approvals: answer without approvals");
+    }
+    return body as ApprovalsPage;
+  }
+
+  /** getApproval returns one approval, in any state, with its row. */
+  async getApproval(id: string, opts: RequestOptions = {}): Promise<ApprovalView> {
+    const { status, body } = await this.#send(
+      { method: "GET", path: segmentPath("/v1/approvals/", "approval id", id), traceparent: opts.traceparent },
+      opts.signal,
+    );
+    return approvalAnswer(`get approval ${id}`, status, body);
+  }
+
+  /**
+   * approve grants an approval request: an approver token of the tenant or an
+   * admin token, never the token that made the claim (ForbiddenError). The
+   * key's next claim answers proceed, once. ApprovalDecidedError when it was
+   * decided before, ApprovalExpiredError when its expires_at has passed.
+   */
+  approve(id: string, decision: ApprovalDecision, opts: RequestOptions = {}): Promise<ApprovalView> {
+    return this.#decide(id, "/approve", "granted", decision, opts);
+  }
+
+  /**
+   * deny denies an approval request (`note`, saying why, is required): the
+   * row becomes failed_poison and the key's claims stop with
+   * approval_denied. Errors as approve.
+   */
+  deny(id: string, decision: ApprovalDecision, opts: RequestOptions = {}): Promise<ApprovalView> {
+    return this.#decide(id, "/deny", "denied", decision, opts);
+  }
+
+  async #decide(id: string, verb: string, want: string, d: ApprovalDecision, opts: RequestOptions): Promise<ApprovalView> {
+    const path = segmentPath("/v1/approvals/", "approval id", id) + verb;
+    try {
+      const { status, body } = await this.#send({ method: "POST", path, body: d, traceparent: opts.traceparent }, opts.signal);
+      return approvalAnswer(`decide approval ${id}`, status, body);
+    } catch (err) {
+      if (!(err instanceof ApprovalDecidedError)) throw err;
+      // A resent decision whose first answer was lost finds its own work
+      // done: that is this call's success, not a conflict.
+      const view = await this.getApproval(id, opts);
+      const a = view.approval;
+      if (a.state === want && a.actor === d.actor && (a.note ?? "") === (d.note ?? "")) return view;
+      throw err;
+    }
   }
 
   /**
@@ -248,6 +456,17 @@ export class Client {
    *   a human is paged for it (EscalatedError) or the signal aborts
    *   (UnsettledError), then acts on the new decision;
    * - on stop it throws a StoppedError;
+   * - on await_approval (the tool needs a human for this claim) it calls
+   *   nothing and long-polls the claim as on wait until a human decides: a
+   *   grant makes the next claim proceed, once, and do() calls then
+   *   (`outcome.awaitedApproval`); a denial or an expiry throws a
+   *   StoppedError with code approval_denied or approval_expired; the signal
+   *   aborting first throws an UnsettledError (the request stays open);
+   * - on queued (the tool's calls go through the outbox worker) it calls
+   *   nothing and throws a QueuedError, an UnsettledError to park the run
+   *   on; with `waitQueued` it polls the claim until the worker settled the
+   *   key and returns its replay (or throws a StoppedError), or a QueuedError
+   *   when the signal aborts first;
    * - on a decision it does not know it throws UnknownDecisionError.
    *
    * A returned Outcome means the side effect happened (row.status
@@ -261,7 +480,7 @@ export class Client {
    * replays) or the resolver settles it from vendor truth.
    */
   do(claim: ClaimRequest, call: CallFunc, opts: DoOptions = {}): Promise<Outcome> {
-    return new Run(this, this.#settings, claim, call, opts.signal).run();
+    return new Run(this, this.#settings, claim, call, opts).run();
   }
 
   /** scrub removes model-supplied idempotency fields from args with the client's field list. */
@@ -309,6 +528,8 @@ export class Client {
       if (r.query && Object.keys(r.query).length > 0) url += "?" + new URLSearchParams(r.query).toString();
       const headers: Record<string, string> = { Authorization: `Bearer ${this.#token}`, Accept: "application/json" };
       if (body !== undefined) headers["Content-Type"] = "application/json";
+      const tp = currentTraceparent(r.traceparent ?? this.#traceparent);
+      if (tp) headers["traceparent"] = tp;
       const init: RequestInit = { method: r.method, headers, signal: dl.signal };
       if (body !== undefined) init.body = body;
       let resp: Response;
@@ -325,6 +546,7 @@ export class Client {
       }
       const status = resp.status;
       const ok = (status >= 200 && status < 300) || (r.accept?.includes(status) ?? false);
+      if (r.emptyOk && status >= 200 && status < 300 && data.text.trim() === "") return { status, body: null };
       if (ok && !isErrorBody(data.text)) {
         if (data.over) throw new InvalidResponseError(status, `${what}: answer larger than ${this.#maxResponse} bytes`);
         try {
@@ -338,6 +560,36 @@ export class Client {
       dl.done();
     }
   }
+}
+
+/** currentTraceparent is the header's value from src, or undefined when it gives none that is valid. */
+function currentTraceparent(src: Traceparent | undefined): string | undefined {
+  let v: unknown = src;
+  if (typeof src === "function") {
+    try {
+      v = src();
+    } catch {
+      return undefined; // tracing must never fail a write
+    }
+  }
+  return validTraceparent(v) ? v : undefined;
+}
+
+/** segmentPath is prefix + one escaped path segment; a name of dots only is refused (see addressable). */
+function segmentPath(prefix: string, what: string, name: string): string {
+  if (typeof name !== "string" || name === "" || /^\.+$/.test(name)) {
+    throw new TypeError(`reconciler client: ${what} ${JSON.stringify(name)} is not a name`);
+  }
+  return prefix + encodeURIComponent(name);
+}
+
+function isApprovalView(v: unknown): v is ApprovalView {
+  return isObject(v) && isObject(v["approval"]) && typeof v["approval"]["id"] === "string" && isRow(v["row"]);
+}
+
+function approvalAnswer(what: string, status: number, body: unknown): ApprovalView {
+  if (!isApprovalView(body)) throw new InvalidResponseError(status, `${what}: answer without approval and row`);
+  return body;
 }
 
 function positive(name: string, v: number): number {

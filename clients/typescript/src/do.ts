@@ -3,11 +3,12 @@
 // `decisions`; a decision the API grows (api/openapi.yaml, then npm run gen)
 // is a type error there until it has one, and a decision a newer server
 // sends that this build does not know is an UnknownDecisionError.
-import type { Client, Settings } from "./client.js";
+import type { Client, Settings, Traceparent } from "./client.js";
 import {
   ApiError,
   EscalatedError,
   InvalidResponseError,
+  QueuedError,
   ReportFailedError,
   StoppedError,
   UnknownDecisionError,
@@ -43,6 +44,14 @@ export interface DoOptions {
    * deadline (reportTimeoutMs).
    */
   signal?: AbortSignal;
+  /**
+   * waitQueued makes do() wait, on a queued key, until the outbox worker
+   * settled it (polling the claim every pollIntervalMs) and return its
+   * replay or throw its stop, instead of throwing a QueuedError at once.
+   */
+  waitQueued?: boolean;
+  /** traceparent replaces the client's for every request of this do(). */
+  traceparent?: Traceparent;
 }
 
 /**
@@ -66,6 +75,10 @@ export interface Outcome {
   replayed: boolean;
   /** waited is true when the key was in flight elsewhere and do() waited. */
   waited: boolean;
+  /** awaitedApproval is true when the claim answered await_approval and do() waited for a human's decision. */
+  awaitedApproval: boolean;
+  /** queued is true when the claim answered queued: the outbox worker makes the call, never this do(). */
+  queued: boolean;
   /** receiptId is the vendor object id of the side effect, if known. */
   receiptId?: string;
 }
@@ -90,7 +103,29 @@ const decisions: { readonly [D in Decision]: Handler } = {
   stop: async (_run, resp, out) => {
     throw new StoppedError(resp.code ?? "", out.key, resp.row, { outcome: out });
   },
-  wait: async (run, resp, out) => ({ next: await run.waitSettled(needRow(resp), out) }),
+  wait: async (run, resp, out) => ({
+    next: await run.waitSettled(needRow(resp), out, ["wait"], (row, cause) => new UnsettledError(row.key, row.status, { cause, outcome: out })),
+  }),
+  // The row's claims answer wait until a human decides (an await_approval
+  // again is a wait too: only the first claim makes the request); the long
+  // poll wakes at once on a decision made through the same server.
+  await_approval: async (run, resp, out) => {
+    out.awaitedApproval = true;
+    const hold: readonly Decision[] = ["wait", "await_approval"];
+    return {
+      next: await run.waitSettled(needRow(resp), out, hold, (row, cause) =>
+        new UnsettledError(row.key, row.status, { cause: cause ?? new Error("do() ended while the key awaited approval"), outcome: out }),
+      ),
+    };
+  },
+  // The agent's claims of a queued key answer queued until the row settles,
+  // at once even with ?wait=: waiting polls.
+  queued: async (run, resp, out) => {
+    const row = needRow(resp);
+    out.queued = true;
+    if (!run.waitQueued) throw new QueuedError(row, { outcome: out });
+    return { next: await run.waitSettled(row, out, ["queued"], (r, cause) => new QueuedError(r, { cause, outcome: out })) };
+  },
 };
 
 /** withReceipt sets out.receiptId from the row, or else the call's answer. */
@@ -105,35 +140,66 @@ function needRow(resp: ClaimResponse): Row {
   return resp.row;
 }
 
-/** Run is one do(): the claim, the call and the client it goes through. */
+/** RunOptions are a Run's per-call options: do()'s, or the Worker's. */
+export interface RunOptions {
+  signal?: AbortSignal | undefined;
+  waitQueued?: boolean | undefined;
+  traceparent?: Traceparent | undefined;
+}
+
+/** newOutcome is the Outcome of a claim answer before do() acts on it. */
+export function newOutcome(resp: ClaimResponse): Outcome {
+  return {
+    decision: resp.decision,
+    key: resp.row?.key ?? "",
+    localId: resp.row?.metadata_local_id ?? "",
+    row: resp.row,
+    called: false,
+    result: {},
+    replayed: false,
+    waited: false,
+    awaitedApproval: false,
+    queued: false,
+  };
+}
+
+/**
+ * Run is one do(): the claim, the call and the client it goes through. The
+ * Worker runs its attempt alone (claim undefined): one call, classified and
+ * reported as do()'s.
+ */
 export class Run {
+  private readonly signal: AbortSignal | undefined;
+  private readonly traceparent: Traceparent | undefined;
+  readonly waitQueued: boolean;
+
   constructor(
     private readonly client: Client,
     private readonly settings: Settings,
-    private readonly claim: ClaimRequest,
+    private readonly claim: ClaimRequest | undefined,
     private readonly call: CallFunc,
-    private readonly signal: AbortSignal | undefined,
-  ) {}
+    opts: RunOptions = {},
+  ) {
+    this.signal = opts.signal;
+    this.traceparent = opts.traceparent;
+    this.waitQueued = opts.waitQueued ?? false;
+  }
 
   async run(): Promise<Outcome> {
-    let resp = await this.client.claim(this.claim, { signal: this.signal });
+    if (!this.claim) throw new TypeError("do: no claim");
+    let resp = await this.client.claim(this.claim, { signal: this.signal, traceparent: this.traceparent });
     let waited = false;
+    let approval = false;
+    let queued = false;
     for (;;) {
-      const out: Outcome = {
-        decision: resp.decision,
-        key: resp.row?.key ?? "",
-        localId: resp.row?.metadata_local_id ?? "",
-        row: resp.row,
-        called: false,
-        result: {},
-        replayed: false,
-        waited,
-      };
+      const out: Outcome = { ...newOutcome(resp), waited, awaitedApproval: approval, queued };
       const handler = Object.hasOwn(decisions, resp.decision) ? decisions[resp.decision] : undefined;
       if (!handler) throw new UnknownDecisionError(resp.decision, out.key, out);
       const step = await handler(this, resp, out);
       if ("done" in step) return withReceipt(step.done);
       waited = true;
+      approval ||= resp.decision === "await_approval";
+      queued ||= resp.decision === "queued";
       resp = step.next;
     }
   }
@@ -152,7 +218,7 @@ export class Run {
     const dl = deadline(this.settings.reportTimeoutMs);
     let reported: Row;
     try {
-      reported = await this.client.report(out.key, rep, { signal: dl.signal });
+      reported = await this.client.report(out.key, rep, { signal: dl.signal, traceparent: this.traceparent });
     } catch (err) {
       throw new ReportFailedError(out.key, err, error, withReceipt(out));
     } finally {
@@ -194,22 +260,30 @@ export class Run {
   }
 
   /**
-   * waitSettled long-polls the claim until it answers something other than
-   * wait, a human is paged for the row, or the signal aborts.
+   * waitSettled long-polls the claim until it answers a decision not in
+   * hold (wait; or queued), a human is paged for the row, or the signal
+   * aborts (ended's error for the row as last seen).
    */
-  async waitSettled(row: Row, out: Outcome): Promise<ClaimResponse> {
+  async waitSettled(
+    row: Row,
+    out: Outcome,
+    hold: readonly Decision[],
+    ended: (row: Row, cause: unknown) => Error,
+  ): Promise<ClaimResponse> {
+    if (!this.claim) throw new TypeError("do: no claim");
     if (row.paged_at) throw new EscalatedError(row, { outcome: out });
     for (;;) {
       const start = Date.now();
       let resp: ClaimResponse | undefined;
       let err: unknown;
       try {
-        resp = await this.client.claim(this.claim, { signal: this.signal, waitMs: this.settings.waitMs });
+        resp = await this.client.claim(this.claim, { signal: this.signal, waitMs: this.settings.waitMs, traceparent: this.traceparent });
       } catch (e) {
         err = e;
       }
-      if (resp && resp.decision !== "wait") return resp;
-      if (this.signal?.aborted) throw new UnsettledError(row.key, row.status, { cause: this.signal.reason, outcome: out });
+      if (resp && !hold.includes(resp.decision)) return resp;
+      if (resp?.row) row = out.row = resp.row;
+      if (this.signal?.aborted) throw ended(row, this.signal.reason);
       // A revoked token, a key gone: asking again cannot help.
       if (err instanceof ApiError && !err.retryable) throw err;
       if (resp?.row?.paged_at) throw new EscalatedError(resp.row, { outcome: out });
@@ -220,7 +294,7 @@ export class Run {
       try {
         await sleep(this.settings.pollIntervalMs, this.signal);
       } catch {
-        throw new UnsettledError(row.key, row.status, { cause: this.signal?.reason, outcome: out });
+        throw ended(row, this.signal?.reason);
       }
     }
   }

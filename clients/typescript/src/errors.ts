@@ -77,6 +77,23 @@ export class MethodNotAllowedError extends ApiError {}
 export class UnavailableError extends ApiError {}
 /** 500 internal: the cause is in the server's log, never in the answer. */
 export class InternalError extends ApiError {}
+/** 501 not_implemented: the server does not offer the feature (the kill switch, the registry). */
+export class UnimplementedError extends ApiError {}
+/** 409 not_queued: a worker's start of a row no outbox claim inserted (the agent calls it itself). */
+export class NotQueuedError extends ApiError {}
+/**
+ * 409 approval_decided: the approval was granted, denied or expired before
+ * (approve and deny return a resent decision whose first answer was lost).
+ */
+export class ApprovalDecidedError extends ApiError {}
+/** 409 approval_expired: the approval's expires_at has passed. */
+export class ApprovalExpiredError extends ApiError {}
+/** 422 tool_mismatch: the tool is registered with another vendor or class than the claim names. */
+export class ToolMismatchError extends ApiError {}
+/** 422 unregistered_tool: the server runs with registry.strict and the tool is not registered. */
+export class UnregisteredToolError extends ApiError {}
+/** 422 request_required: an outbox tool's claim needs the request envelope, which the worker sends. */
+export class RequestRequiredError extends ApiError {}
 
 /** API error codes (apierror/apierror.go) → their class. */
 const codeClasses: Readonly<Record<string, typeof ApiError>> = {
@@ -94,6 +111,13 @@ const codeClasses: Readonly<Record<string, typeof ApiError>> = {
   method_not_allowed: MethodNotAllowedError,
   unavailable: UnavailableError,
   internal: InternalError,
+  not_implemented: UnimplementedError,
+  not_queued: NotQueuedError,
+  approval_decided: ApprovalDecidedError,
+  approval_expired: ApprovalExpiredError,
+  tool_mismatch: ToolMismatchError,
+  unregistered_tool: UnregisteredToolError,
+  request_required: RequestRequiredError,
 };
 
 /** apiError builds the ApiError subclass of an error answer. */
@@ -137,7 +161,8 @@ export class AbortedError extends ReconcilerError {}
 /**
  * StoppedError is do()'s answer when the ledger says not to call the vendor:
  * `code` failed_poison (the vendor refused this intent; a new intent needs a
- * new key) or tool_frozen (the kill switch covers the tool). `cause` is the
+ * new key), tool_frozen (the kill switch covers the tool), approval_denied
+ * (an approver said no) or approval_expired (nobody decided in time). `cause` is the
  * vendor call's own failure when this do() made the call that was refused.
  */
 export class StoppedError extends ReconcilerError {
@@ -203,6 +228,28 @@ export class ReportFailedError extends UnsettledError {
     super(key, undefined, { cause: reportError, ...(outcome && { outcome }) });
     this.message = `reconciler: key ${key} not settled: outcome report failed${causeText(reportError)}`;
     this.callError = callError;
+  }
+}
+
+/**
+ * QueuedError is do()'s answer to a `queued` claim: the tool's calls go
+ * through the runtime's outbox worker, so this do() called nothing. The
+ * worker takes the key's work item from stream RECON_WORK, starts it, calls
+ * and reports; park the run on the key (its events on
+ * `recon.<tenant>.<run_id>.>`, or a later do() with `waitQueued`) and carry
+ * on when it settles. It is an UnsettledError: the row is open and must never
+ * be called under a new key. With `waitQueued` it is also the answer when the
+ * signal aborts before the worker settled the key.
+ */
+export class QueuedError extends UnsettledError {
+  /** row is the queued row as last seen. */
+  readonly row: Row;
+  readonly runId: string;
+  constructor(row: Row, options?: DoErrorOptions) {
+    super(row.key, row.status, options);
+    this.message = `reconciler: key ${row.key} queued for the outbox worker${causeText(options?.cause)}`;
+    this.row = row;
+    this.runId = row.run_id;
   }
 }
 

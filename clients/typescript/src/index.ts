@@ -14,6 +14,17 @@
  *   long-polls a key in flight elsewhere, and throws a StoppedError or an
  *   UnsettledError when the side effect did not (or may not have) happened.
  *   It never calls the vendor under a new key.
+ * - do() of a tool that needs a human (await_approval) waits for the
+ *   approver's decision, then calls once or throws a StoppedError
+ *   (approval_denied, approval_expired); of an outbox tool (queued) it calls
+ *   nothing and throws a QueuedError, or with `waitQueued` waits for the
+ *   worker's result. `Worker` is that outbox worker: it handles the work
+ *   items the runtime pulls from stream RECON_WORK.
+ * - start, putTool/getTool/listTools/deleteTool and
+ *   listApprovals/getApproval/approve/deny cover the worker's route, the
+ *   tool registry and the approval gate.
+ * - `traceparent` (a value or a function, per client, per request or per
+ *   do()) sends a W3C traceparent header on every request.
  * - `scrub` and `scrubSchema` keep a model from choosing a write's identity:
  *   they remove idempotency_key, request_id, message_id-style fields from tool
  *   arguments and from the tool schema the model sees.
@@ -29,11 +40,21 @@
  *
  * @packageDocumentation
  */
-export { Client, DEFAULTS, type ClaimOptions, type ClientOptions, type RequestOptions } from "./client.js";
+export {
+  Client,
+  DEFAULTS,
+  type ClaimOptions,
+  type ClientOptions,
+  type RequestOptions,
+  type Traceparent,
+  validTraceparent,
+} from "./client.js";
 export type { CallContext, CallFunc, DoOptions, Outcome } from "./do.js";
 export {
   AbortedError,
   ApiError,
+  ApprovalDecidedError,
+  ApprovalExpiredError,
   BodyTooLargeError,
   CompensationFailedError,
   CompensationPendingError,
@@ -48,17 +69,40 @@ export {
   MethodNotAllowedError,
   NetworkError,
   NotFoundError,
+  NotQueuedError,
+  QueuedError,
   ReconcilerError,
   ReportFailedError,
+  RequestRequiredError,
   StoppedError,
+  ToolMismatchError,
   UnauthorizedError,
   UnavailableError,
+  UnimplementedError,
   UnknownDecisionError,
+  UnregisteredToolError,
   UnsettledError,
 } from "./errors.js";
+export {
+  DEFAULT_NAK_DELAY_MS,
+  type HandleOptions,
+  type WorkContext,
+  type WorkHandler,
+  type WorkOutcome,
+  type WorkStatus,
+  Worker,
+  type WorkerOptions,
+  parseWorkItem,
+} from "./worker.js";
 export { RESULT_HEADERS, failureKind, resultFromResponse, type CallResult } from "./result.js";
 export { DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrubSchema } from "./scrub.js";
 export type {
+  Approval,
+  ApprovalDecision,
+  ApprovalView,
+  ApprovalsPage,
+  ApprovalsQuery,
+  Autonomy,
   ClaimRequest,
   ClaimResponse,
   Decision,
@@ -71,7 +115,11 @@ export type {
   ResolveRequest,
   Row,
   Status,
+  Tool,
+  ToolChange,
   ToolClass,
+  ToolEntry,
   VendorRequest,
+  WorkItem,
 } from "./types.js";
 export type { components, operations, paths } from "./generated/openapi.js";

@@ -29,8 +29,9 @@ export type ClaimRequest = Schemas["ClaimBody"];
 
 /**
  * ClaimResponse is the answer to a claim or a compensation, with the HTTP
- * status it came with: 201 proceed, 409 wait, 423 stop/tool_frozen, 200 the
- * rest. `row` is null only for a frozen tool with no row.
+ * status it came with: 201 proceed, 202 await_approval and queued, 409
+ * wait, 423 stop/tool_frozen, 200 the rest. `row` is null only for a frozen
+ * tool with no row.
  */
 export type ClaimResponse = Schemas["ClaimResponse"] & { httpStatus: number };
 
@@ -53,3 +54,53 @@ export type Page = Schemas["ListResponse"];
 
 /** ErrorBody is the JSON of every error answer. */
 export type ErrorBody = Schemas["Error"];
+
+/** Approval is the approval record of a row whose claim needed a human (`row.approval`). */
+export type Approval = Schemas["Approval"];
+/** ApprovalView is one approval request and the row it gates. */
+export type ApprovalView = Schemas["ApprovalView"];
+/** ApprovalsPage is a page of open approval requests, soonest to expire first. */
+export type ApprovalsPage = Schemas["ApprovalsResponse"];
+/** ApprovalDecision is the body of approve and deny: who decides, and why (required to deny). */
+export type ApprovalDecision = Schemas["ApprovalBody"];
+/** ApprovalsQuery pages GET /v1/approvals (an admin token names the tenant with the client's `tenant` option). */
+export type ApprovalsQuery = Pick<NonNullable<operations["listApprovals"]["parameters"]["query"]>, "limit" | "cursor">;
+/** Autonomy is how far a registered tool may act without a human. */
+export type Autonomy = Schemas["Autonomy"];
+/** ToolEntry is the body of PUT /v1/tools/{name}: a registry entry in its JSON form. */
+export type ToolEntry = Schemas["ToolBody"];
+/** Tool is a registry entry as stored (with its tenant, version and times). */
+export type Tool = Schemas["Tool"];
+/** ToolChange is the answer of putTool: the entry as stored, whether the PUT changed it, and whether it registered it (201). */
+export type ToolChange = Schemas["ToolResponse"] & { created: boolean };
+
+/**
+ * WorkItem is one message of stream RECON_WORK (subject
+ * `recon_work.<tenant>.<tool>`): the event JSON of a queued key
+ * (schema/event.schema.json), status `queued`, with its `work` object — what
+ * the outbox worker calls. Consumers ignore fields they do not know.
+ */
+export interface WorkItem {
+  key: string;
+  tenant: string;
+  run_id: string;
+  tool: string;
+  tool_call_id?: string;
+  status: string;
+  source?: string;
+  at?: string;
+  /** traceparent is the W3C trace context of the claim that queued the key, when the service traces. */
+  traceparent?: string;
+  work: {
+    vendor: string;
+    tool_class: ToolClass;
+    metadata_local_id: string;
+    /** intent is the claim's intent object. */
+    intent: Record<string, unknown>;
+    /** request is the envelope of the call to send. */
+    request: VendorRequest | null;
+    expect?: Expect;
+    /** replay_window_until is when the vendor forgets the key; absent when it does not replay. */
+    replay_window_until?: string;
+  };
+}

@@ -360,15 +360,15 @@ describe("do() on escalation (a resolver that pages within seconds)", { skip: SK
 describe("do() against a fake API: what the real one does not answer", () => {
   test("an unknown decision is an UnknownDecisionError and nothing is called", async () => {
     const row = { tenant: "t", key: "k".repeat(64), metadata_local_id: "rl_1", status: "pending", attempt: 1 };
-    const api = await serve(() => json(200, { decision: "await_approval", row }));
+    const api = await serve(() => json(200, { decision: "await_human", row }));
     try {
       const c = new Client({ baseUrl: api.url, token: "tok" });
       const err = await c.do(chargeClaim(), () => assert.fail("called")).catch((e: unknown) => e);
       assert.ok(err instanceof UnknownDecisionError, String(err));
-      assert.equal(err.decision, "await_approval");
+      assert.equal(err.decision, "await_human");
       assert.equal(err.key, row.key);
-      assert.match(err.message, /await_approval/);
-      assert.equal(err.outcome?.decision, "await_approval");
+      assert.match(err.message, /await_human/);
+      assert.equal(err.outcome?.decision, "await_human");
       assert.equal(err.outcome?.called, false);
       assert.equal(api.requests.length, 1);
     } finally {

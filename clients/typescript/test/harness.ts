@@ -3,7 +3,7 @@
 // port 0 and an embedded NATS on a free port; and tiny node:http servers for
 // the fakes (a vendor, an API that misbehaves, a proxy that loses answers).
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { type AddressInfo, type Socket, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -12,7 +12,25 @@ import { Client, type ClaimRequest, type ClientOptions } from "@reconciler/clien
 
 export const TOKEN = "tok_ts_tenant_5f0c9d7e3b1a";
 export const ADMIN_TOKEN = "tok_ts_admin_8e2a6c4b0d9f";
+export const APPROVER_TOKEN = "tok_ts_approver_3c7e1a9b5d2f";
 export const TENANT = "default";
+
+/**
+ * AUTONOMY_CONFIG is a config for the tokens above with an approver token
+ * for the tenant (a file-only setting).
+ */
+export const AUTONOMY_CONFIG = `tenants:
+  - id: ${TENANT}
+    tokens: ["${TOKEN}"]
+    approver_tokens: ["${APPROVER_TOKEN}"]
+admin_tokens: ["${ADMIN_TOKEN}"]
+`;
+
+/** StartOptions add a config file and environment variables to `reconciler serve`. */
+export interface StartOptions {
+  config?: string;
+  env?: Record<string, string>;
+}
 
 /** SKIP is false when the binary is there, else why the tests against it skip. */
 export const SKIP: false | string = process.env["RECONCILER_BIN"]
@@ -30,10 +48,15 @@ export interface Reconciler {
 export const fast: Partial<ClientOptions> = { retries: 2, backoffMs: 5, pollIntervalMs: 50 };
 
 /** startReconciler runs `reconciler serve` and resolves once it logs "listening". */
-export async function startReconciler(args: string[] = []): Promise<Reconciler> {
+export async function startReconciler(args: string[] = [], opts: StartOptions = {}): Promise<Reconciler> {
   const bin = process.env["RECONCILER_BIN"];
   if (!bin) throw new Error(String(SKIP));
   const data = mkdtempSync(join(tmpdir(), "reconciler-ts-data-"));
+  if (opts.config !== undefined) {
+    const path = join(data, "reconciler.yaml");
+    writeFileSync(path, opts.config);
+    args = ["--config", path, ...args];
+  }
   const natsPort = await freePort();
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
@@ -41,6 +64,7 @@ export async function startReconciler(args: string[] = []): Promise<Reconciler> 
   }
   env["RECONCILER_TOKEN"] = TOKEN;
   env["RECONCILER_ADMIN_TOKEN"] = ADMIN_TOKEN;
+  Object.assign(env, opts.env);
   const child = spawn(
     bin,
     ["serve", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", `127.0.0.1:${natsPort}`, ...args],
@@ -178,7 +202,7 @@ export function chargeClaim(amount = 1050, runId = `run_ts_${process.pid}_${++ru
 /** forward sends a request the fake received on to url and returns the answer. */
 export async function forward(url: string, req: IncomingMessage, body: string): Promise<Answer> {
   const headers: Record<string, string> = {};
-  for (const name of ["authorization", "content-type", "accept"]) {
+  for (const name of ["authorization", "content-type", "accept", "traceparent"]) {
     const v = req.headers[name];
     if (typeof v === "string") headers[name] = v;
   }

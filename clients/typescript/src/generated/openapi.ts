@@ -29,6 +29,17 @@ export interface paths {
          *     rows are `wait` (409); `failed_poison` is `stop`/`failed_poison` (200). While the kill switch
          *     covers the tool, an open row answers `wait` instead of `retry_same_key`.
          *
+         *     The approval gate (docs/architecture.md §11) comes first for a new key: when the tool is registered
+         *     (`/v1/tools`) and its effective autonomy for this claim is approval — asked for, an open
+         *     checklist box, `write_irreversible` (never autonomous), or a policy that is false or cannot be
+         *     evaluated — the answer is `await_approval` (202) and no call may be made. The kill switch wins
+         *     over it (423). A row waiting for its approval answers `wait` (409); once granted, the next
+         *     claim `proceed` (200, once); once denied or expired, `stop` with code `approval_denied` /
+         *     `approval_expired`. A claim after `expires_at` expires the request itself. A row keeps the gate
+         *     it was inserted under, whatever the registry says later. A tool whose effective autonomy is
+         *     outbox answers `queued` (202) instead, and needs `request` (else 422 `request_required`):
+         *     see `POST /v1/claims/{key}/start`.
+         *
          *     With `?wait=`, a `wait` answer is held while the row is in flight: the claim is decided
          *     again when the row changes (at once for an outcome, resolution, webhook or redrive handled
          *     by this server, within the poll interval — 250 ms by default — for changes made elsewhere)
@@ -104,6 +115,49 @@ export interface paths {
          *     unknown, and 422 `compensation_failed` when it is failed_poison.
          */
         post: operations["compensate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/claims/{key}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The outbox worker's claim of a queued key
+         * @description Outbox autonomy (docs/architecture.md §11). A claim of a tool whose effective autonomy is outbox
+         *     answers `queued` (202) and writes one work item, which the relay publishes on stream
+         *     `RECON_WORK` (work-queue retention), subject `recon_work.<tenant>.<tool>` — the tool's dots
+         *     are subject token separators, so a worker takes a tenant's items with `recon_work.<tenant>.>`
+         *     (a share of them, per vendor or tool, with `recon_work.<tenant>.stripe.>` or a tool's full
+         *     subject) — header `Nats-Msg-Id: <tenant>:<key>`. (Not `recon.work.…` as the design first
+         *     said: those subjects sit inside stream `RECON`'s `recon.>`, and JetStream refuses two
+         *     streams with overlapping subjects.) The body is the event JSON with status `queued` and a
+         *     `work` object: vendor, tool_class, metadata_local_id, intent, request (the envelope to
+         *     send), expect, replay_window_until. The agent's claims of the key answer `queued` again and
+         *     write no second item; they never get `proceed`.
+         *
+         *     The worker, on each item: `POST /v1/claims/{key}/start` with the same tenant token (no body,
+         *     or `{}`: what to call is the row's). The first start of a queued row answers `proceed`
+         *     (200, attempt 1, the in-flight lease) — exactly once across workers; a concurrent or later
+         *     start while the attempt is in flight answers `wait` (409; `?wait=` long-polls as for a
+         *     claim). Then: make the call with `row.key` where the registry's `key_placement` says and
+         *     `row.metadata_local_id` in the vendor's metadata, report it with
+         *     `POST /v1/claims/{key}/outcome`, and ack the item. Once the attempt's lease has passed
+         *     (a worker died mid-call), the row is the resolver's as any unknown row, and a redelivered
+         *     item's start follows the claim table: `retry_same_key` (200, call again with the same key),
+         *     `wait` (409: the resolver or a human closes it; ack the item), `replay` or `stop` (200:
+         *     nothing to call; ack). While the kill switch covers the tool a start answers `wait` (409) at
+         *     attempt 0: leave the item for later (nak with a delay).
+         */
+        post: operations["startWork"];
         delete?: never;
         options?: never;
         head?: never;
@@ -211,6 +265,148 @@ export interface paths {
          *     their refresh interval; the `reconciler_frozen` series disappears.
          */
         delete: operations["deleteFreeze"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's registered tools, by name
+         * @description Read from the store, not from this replica's memory. An admin token names the tenant with `?tenant=`.
+         */
+        get: operations["listTools"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read one registered tool */
+        get: operations["getTool"];
+        /**
+         * Register a tool, or replace its entry (tenant token)
+         * @description The body is one entry of a registry file (docs/architecture.md §11) in its JSON form; `reconciler
+         *     tools apply -f tools.yaml` sends one PUT per entry. The tenant comes from the token; the
+         *     version and the times are the store's. An entry equal to the stored one changes nothing
+         *     (200, `changed: false`, same version), so applying a file twice is a no-op; any change takes
+         *     the next version. Durable and in effect for this replica's claims when the answer is sent;
+         *     other replicas sharing the store follow within their refresh interval (2 s by default).
+         *
+         *     What the entry means for a claim of the tool: a claim naming another `vendor` or `class` is
+         *     422 `tool_mismatch`; the effective autonomy is the asked-for `autonomy`, except that a
+         *     `write_irreversible` tool is never autonomous (it becomes approval) and any checklist box
+         *     left false makes the tool approval. The kill switch wins over all of it.
+         */
+        put: operations["putTool"];
+        post?: never;
+        /**
+         * Remove a registered tool (tenant token)
+         * @description Claims of the tool are then served as an unregistered tool's (refused with `registry.strict`). Rows already claimed keep their state.
+         */
+        delete: operations["deleteTool"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the open approval requests, soonest to expire first
+         * @description The requests still waiting for a human (state `requested`, row `pending`), through an index by
+         *     expiry. A tenant token and an approver token list their tenant's; an admin token lists every
+         *     tenant's, or one's with `?tenant=`. Unknown or repeated query parameters are 400. A decided
+         *     request is no longer listed: `GET /v1/approvals/{id}` reads it in any state.
+         */
+        get: operations["listApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read one approval, in any state, with its row */
+        get: operations["getApproval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Grant an approval request (approver or admin token)
+         * @description An approver token of the row's tenant (`tenants[].approver_tokens`) or an admin token — never
+         *     the token that made the claim (403). The approval becomes `granted` and the row stays
+         *     `pending` at attempt 0; the key's next claim answers `proceed` (200, attempt 1, the lease)
+         *     exactly once, later ones `wait` as for any attempt in flight. Claims long-polling the row on
+         *     this server answer at once. Publishes `recon.<tenant>.<run_id>.approved` and closes the
+         *     request's alert (dedup key `recon:<tenant>:<key>:approval`).
+         */
+        post: operations["approve"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}/deny": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deny an approval request (approver or admin token)
+         * @description As approve, with a `note` required. The approval becomes `denied` and the row `failed_poison`
+         *     (resolution source `human`, the actor and note); the key's claims answer `stop` with code
+         *     `approval_denied`. Publishes `recon.<tenant>.<run_id>.denied` and closes the request's alert.
+         */
+        post: operations["deny"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -430,7 +626,7 @@ export interface components {
         /** @enum {string} */
         Status: "pending" | "unknown" | "succeeded" | "failed_poison";
         /** @enum {string} */
-        Decision: "proceed" | "replay" | "wait" | "retry_same_key" | "stop";
+        Decision: "proceed" | "replay" | "wait" | "retry_same_key" | "stop" | "await_approval" | "queued";
         /** @enum {string} */
         ToolClass: "write_idempotent" | "write_ledger" | "write_irreversible";
         /** @description The vendor call's envelope, kept so the resolver can replay it with the same key. */
@@ -473,7 +669,7 @@ export interface components {
              * @description Why a `stop` stops.
              * @enum {string}
              */
-            code?: "tool_frozen" | "failed_poison";
+            code?: "tool_frozen" | "failed_poison" | "approval_denied" | "approval_expired";
             /** @description The row after the claim; null only for `stop`/`tool_frozen` with no row. */
             row: components["schemas"]["Row"] | null;
             /**
@@ -495,6 +691,8 @@ export interface components {
             };
             /** @description The claim answer's `row.attempt` this outcome is for (optional; the Go SDK sends it). A report for an earlier attempt, arriving after a retry began, is applied as evidence but leaves the retry's lease alone, so no third call starts while the second is in flight. */
             attempt?: number;
+            /** @description The answer as the runtime wants it returned to a repeated call of the same intent (the MCP gate sends the tool's result): JSON text of at most 65536 bytes, kept verbatim as `row.result` when this report settles the row (succeeded, or failed_poison) and the row has none yet; a report that leaves the row open keeps none. Only with kind `response`. Never logged. */
+            result?: string;
         };
         CompensationBody: {
             /** @example refund */
@@ -559,6 +757,112 @@ export interface components {
         FreezesResponse: {
             freezes: components["schemas"]["Freeze"][];
         };
+        /**
+         * @description A tool class, or `read` for a tool that changes nothing (registered, never claimed).
+         * @enum {string}
+         */
+        ToolEntryClass: "read" | "write_idempotent" | "write_ledger" | "write_irreversible";
+        /**
+         * @description `autonomous`: a claim proceeds at once. `approval`: a new key waits for a human. `outbox`: a new key is queued for the runtime's worker.
+         * @enum {string}
+         */
+        Autonomy: "autonomous" | "approval" | "outbox";
+        /** @description Where the runtime puts the key in the vendor call: exactly one member for a write tool (`none` only when the vendor takes no key, never for `write_idempotent`); absent or `{none: true}` for a read. */
+        KeyPlacement: {
+            /**
+             * @description An HTTP header name (Idempotency-Key, PayPal-Request-Id).
+             * @example Idempotency-Key
+             */
+            header?: string;
+            /** @example idempotency_key */
+            body_field?: string;
+            /**
+             * @description A vendor field that must be unique.
+             * @example client_ref
+             */
+            external_id_field?: string;
+            /** @description An argument of an MCP tool call (the MCP gate fills it). */
+            argument?: string;
+            /** @constant */
+            none?: true;
+        };
+        /** @description The seed's checklist. Any box left false makes the tool's effective autonomy `approval`. */
+        Checklist: {
+            side_effect_documented?: boolean;
+            key_born_in_runtime?: boolean;
+            ledger_or_unique_field?: boolean;
+            timeout_leaves_unknown?: boolean;
+            error_classes_mapped?: boolean;
+            /** @description Also set by a passing `reconciler drill --tool NAME`. */
+            duplicate_delivery_test?: boolean;
+            /** @description Who checked the boxes; required once a box is true. */
+            checked_by?: string;
+            /**
+             * Format: date-time
+             * @description When; omitted in a PUT: the time of the PUT that changed the boxes or the checker (an unchanged checklist keeps its time).
+             */
+            checked_at?: string;
+        };
+        ToolBody: {
+            /** @description Optional; when given it must be the path's name. */
+            name?: string;
+            vendor: string;
+            class: components["schemas"]["ToolEntryClass"];
+            /**
+             * @description What a write does (email, charge, crm_write, ticket, …); required for writes.
+             * @example charge
+             */
+            side_effect?: string;
+            key_placement?: components["schemas"]["KeyPlacement"];
+            /** @description The arguments that define the side effect (optional). */
+            intent_fields?: string[];
+            checklist?: components["schemas"]["Checklist"];
+            /**
+             * @description The autonomy asked for (a read tool takes none). `outbox` needs a name whose dot-separated parts are all non-empty: it ends the work item's subject.
+             * @default autonomous
+             */
+            autonomy?: components["schemas"]["Autonomy"];
+            /**
+             * @description A CEL expression (the language of Kubernetes admission policies) over `intent` (the claim's
+             *     intent object: integers as int, other numbers as double), `tool`, `run_id` and `tenant`,
+             *     e.g. `intent.amount <= 50000 && intent.currency == "usd"`. A claim for which it is false
+             *     goes to approval with the expression as its reason; one for which it cannot be evaluated
+             *     (a missing field — guard with `has(intent.x)` —, a type error, the cost limit) goes to
+             *     approval too: it fails closed. One that does not compile, or is not boolean, is 400
+             *     `invalid_input` naming each problem's line and column (`invalid policy: … line 2, column
+             *     19: Syntax error: …`).
+             */
+            policy?: string;
+        };
+        Tool: {
+            tenant: string;
+            name: string;
+            vendor: string;
+            class: components["schemas"]["ToolEntryClass"];
+            side_effect?: string;
+            key_placement: components["schemas"]["KeyPlacement"];
+            intent_fields?: string[];
+            checklist: components["schemas"]["Checklist"];
+            autonomy: components["schemas"]["Autonomy"];
+            policy?: string;
+            /** @description 1 when registered; one more for every PUT that changed the entry. */
+            version: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        ToolResponse: {
+            tool: components["schemas"]["Tool"];
+            /** @description false when the PUT matched the stored entry. */
+            changed: boolean;
+        };
+        ToolGetResponse: {
+            tool: components["schemas"]["Tool"];
+        };
+        ToolsResponse: {
+            tools: components["schemas"]["Tool"][];
+        };
         RowResponse: {
             row: components["schemas"]["Row"];
         };
@@ -569,8 +873,12 @@ export interface components {
         };
         Health: {
             /** @enum {string} */
-            status: "ok" | "ready" | "not_ready";
+            status: "ok" | "ready" | "degraded" | "not_ready";
             failing?: string[];
+            /** @description The detail of each degraded check, by check name. */
+            degraded?: {
+                [key: string]: string;
+            };
         };
         Resolution: {
             /** @enum {string} */
@@ -607,6 +915,8 @@ export interface components {
             /** @description Transport attempts granted for this key. */
             attempt: number;
             upstream_receipt_id?: string;
+            /** @description The runtime's own record of the answer that settled the row (JSON text, at most 65536 bytes, verbatim), reported with the outcome; a replay returns it so the runtime can answer without calling the vendor. */
+            result?: string;
             idempotent_replayed?: boolean;
             vendor_should_retry?: boolean;
             last_http_status?: number;
@@ -633,6 +943,53 @@ export interface components {
             expect?: components["schemas"]["Expect"];
             resolution?: components["schemas"]["Resolution"];
             alerts?: components["schemas"]["Alert"][];
+            /**
+             * @description The gate the row was inserted under; absent for an autonomous claim. Such a row starts at attempt 0 (no call granted).
+             * @enum {string}
+             */
+            autonomy?: "approval" | "outbox";
+            approval?: components["schemas"]["Approval"];
+            /** @description The W3C trace context of the claim span that inserted the row, when the service traces (OTEL_* variables); later spans about the row link to it and its events carry it. Send a `traceparent` header with the claim to make it a child of the agent's tool span. */
+            traceparent?: string;
+        };
+        /** @description The approval record of a row whose claim needed a human. */
+        Approval: {
+            id: string;
+            /** @enum {string} */
+            state: "requested" | "granted" | "denied" | "expired";
+            /** @description Why: the checklist, the class, the autonomy asked for, or `policy: <expression>` (a policy that was false, or could not be evaluated). */
+            reason: string;
+            /** Format: date-time */
+            requested_at: string;
+            /**
+             * Format: date-time
+             * @description requested_at + approvals.ttl (default 24h).
+             */
+            expires_at: string;
+            /** @description Fingerprint of the token that made the claim (never the token); that token cannot decide. */
+            requested_by?: string;
+            /** @description Who decided (`reconciler` for an expiry). */
+            actor?: string;
+            note?: string;
+            /** @description Fingerprint of the deciding token. */
+            decided_by?: string;
+            /** Format: date-time */
+            decided_at?: string;
+        };
+        ApprovalBody: {
+            /** @description Who decides (no control characters). */
+            actor: string;
+            /** @description Why; required to deny. */
+            note?: string;
+        };
+        ApprovalView: {
+            approval: components["schemas"]["Approval"];
+            row: components["schemas"]["Row"];
+        };
+        ApprovalsResponse: {
+            approvals: components["schemas"]["ApprovalView"][];
+            /** @description Absent on the last page. */
+            next_cursor?: string;
         };
     };
     responses: {
@@ -692,7 +1049,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `not_implemented`: the kill switch is not configured on this server. */
+        /** @description `not_implemented`: the feature (the kill switch, the tool registry) is not configured on this server. */
         NotImplemented: {
             headers: {
                 [name: string]: unknown;
@@ -718,6 +1075,10 @@ export interface components {
         AdminTenant: string;
         /** @description The tenant whose claims the freeze stops. */
         FreezeTenant: string;
+        /** @description The approval's id (`row.approval.id`). */
+        ApprovalID: string;
+        /** @description The tool's name, as claims name it in `tool`. */
+        ToolName: string;
         /** @description A tool name, or a tool class (`write_idempotent`, `write_ledger`, `write_irreversible`), which covers every tool of the class. */
         FreezeTarget: string;
     };
@@ -777,7 +1138,12 @@ export interface operations {
             };
         };
         responses: {
-            /** @description `replay` (already succeeded: do not call), `retry_same_key` (call again with the same key) or `stop` with code `failed_poison` (a new intent needs a new key). */
+            /**
+             * @description `replay` (already succeeded: do not call), `retry_same_key` (call again with the same key),
+             *     `proceed` on a row whose approval was granted (call now, with `row.key`; exactly one claim
+             *     gets it), or `stop` with code `failed_poison` (a new intent needs a new key),
+             *     `approval_denied` or `approval_expired`.
+             */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -795,10 +1161,29 @@ export interface operations {
                     "application/json": components["schemas"]["ClaimResponse"];
                 };
             };
+            /**
+             * @description `await_approval`: the tool's effective autonomy is approval for this claim; the row was
+             *     inserted `pending` at attempt 0 with `row.approval` requested (its id, reason and
+             *     `expires_at`). Call nothing. Claim again — the same body, with `?wait=` to long-poll — or
+             *     await `recon.<tenant>.<run_id>.approved`: after a grant the claim answers `proceed` (200).
+             *
+             *     `queued`: the tool's effective autonomy is outbox; the row was inserted `pending` at
+             *     attempt 0 and one work item written for the runtime's worker (`POST
+             *     /v1/claims/{key}/start`). Call nothing; await the key's resolution. Retries answer
+             *     `queued` again.
+             */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimResponse"];
+                };
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description `wait`: an attempt is in flight elsewhere, or the resolver or a human must close the row first. */
+            /** @description `wait`: an attempt is in flight elsewhere, the row waits for its approval, or the resolver or a human must close the row first. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -808,7 +1193,13 @@ export interface operations {
                 };
             };
             413: components["responses"]["TooLarge"];
-            /** @description `fingerprint_mismatch`: the key is already held by a different intent, or by a claim of another tool, tool class or vendor. */
+            /**
+             * @description `fingerprint_mismatch`: the key is already held by a different intent, or by a claim of
+             *     another tool, tool class or vendor. `tool_mismatch`: the tool is registered with another
+             *     vendor or class (`GET /v1/tools/{name}`). `unregistered_tool`: the server runs with
+             *     `registry.strict` and the tool is not registered. `request_required`: an outbox tool's new
+             *     key came without the request envelope the worker is to send.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -960,6 +1351,51 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ClaimResponse"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    startWork: {
+        parameters: {
+            query?: {
+                /** @description Long-poll an attempt in flight for up to this long, as for `POST /v1/claims`. */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The row's key (64 hex) or a percent-encoded business key (1-255 printable ASCII). */
+                key: components["parameters"]["Key"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, unknown>;
+            };
+        };
+        responses: {
+            /** @description `proceed` (call now; once), `retry_same_key`, `replay` or `stop`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description `wait` (a ClaimResponse: an attempt is in flight, the tool is frozen, or the resolver or a human must close the row), or `not_queued` (an Error: the row was not inserted by an outbox claim). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimResponse"] | components["schemas"]["Error"];
                 };
             };
             500: components["responses"]["Internal"];
@@ -1139,6 +1575,347 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
             501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listTools: {
+        parameters: {
+            query?: {
+                /** @description Admin tokens only, and then required; the tenant whose rows to read. A tenant token may omit it or name its own tenant; any other value is 403. */
+                tenant?: components["parameters"]["AdminTenant"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's entries (an empty list when none is registered). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getTool: {
+        parameters: {
+            query?: {
+                /** @description Admin tokens only, and then required; the tenant whose rows to read. A tenant token may omit it or name its own tenant; any other value is 403. */
+                tenant?: components["parameters"]["AdminTenant"];
+            };
+            header?: never;
+            path: {
+                /** @description The tool's name, as claims name it in `tool`. */
+                name: components["parameters"]["ToolName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entry as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `not_found` (message "no such tool"): the tenant has no such entry. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putTool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tool's name, as claims name it in `tool`. */
+                name: components["parameters"]["ToolName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ToolBody"];
+            };
+        };
+        responses: {
+            /** @description Replaced (`changed`, the next version) or unchanged. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResponse"];
+                };
+            };
+            /** @description Registered (version 1). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResponse"];
+                };
+            };
+            /**
+             * @description `bad_json` (unknown field, at any depth) or `invalid_input` with a message naming the
+             *     field: `invalid class: want read, write_idempotent, write_ledger or write_irreversible`,
+             *     `invalid side_effect: required for a write tool …`, `invalid key_placement: want exactly
+             *     one of …`, `invalid checklist.checked_by: say who checked the boxes`, a body `name` that
+             *     is not the path's.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteTool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tool's name, as claims name it in `tool`. */
+                name: components["parameters"]["ToolName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `not_found` (message "no such tool"): the tenant has no such entry. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listApprovals: {
+        parameters: {
+            query?: {
+                /** @description Only `requested` (the default) is listed. */
+                state?: "requested";
+                /** @description An admin token's filter; a tenant or approver token may only name its own tenant (else 403). */
+                tenant?: string;
+                /** @description Requests per page, 1 to 500 (default 50). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page of the same query. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page (an empty list when nothing waits). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The approval's id (`row.approval.id`). */
+                id: components["parameters"]["ApprovalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The approval and the row it gates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `not_found` (message "no such approval"): no such approval for the token's tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    approve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The approval's id (`row.approval.id`). */
+                id: components["parameters"]["ApprovalID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovalBody"];
+            };
+        };
+        responses: {
+            /** @description Granted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `not_found`: no such approval for the token's tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description `approval_decided` (granted, denied or expired before), `approval_expired` (its
+             *     `expires_at` has passed; the expiry job or the next claim records it), or
+             *     `invalid_transition` (the row left `pending`: a runtime reported a call it was told not
+             *     to make).
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deny: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The approval's id (`row.approval.id`). */
+                id: components["parameters"]["ApprovalID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovalBody"];
+            };
+        };
+        responses: {
+            /** @description Denied. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `not_found`: no such approval for the token's tenant. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `approval_decided`, `approval_expired` or `invalid_transition`, as for approve. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1462,7 +2239,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every readiness check passed. */
+            /** @description Every readiness check passed (`ready`), or some work but are behind (`degraded`, with each one's detail under `degraded`, e.g. the event relay's outbox backlog). */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,254 @@
+"""Worker is the runtime's outbox worker (docs/architecture.md §11): it
+makes the calls of tools whose autonomy is outbox, one work item at a time.
+
+It takes no NATS library: the runtime pulls the messages of stream
+RECON_WORK (subject ``recon_work.<tenant>.<tool>``, e.g. with nats-py's
+pull subscription on ``recon_work.<tenant>.>``), hands each one's data to
+``Worker.handle`` and acks or naks the message as the answer says::
+
+    worker = Worker(client, {"stripe.payment_intents.create": charge})
+    for msg in await sub.fetch(10):
+        done = worker.handle(msg.data, traceparent=msg.headers.get("traceparent"))
+        await (msg.ack() if done.ack else msg.nak(delay=done.delay))
+
+``handle`` starts the key (``POST /v1/claims/{key}/start``: proceed once
+across workers), calls the tool's handler with the key and the local id,
+classifies and reports its answer exactly as ``Client.do`` does (the same
+code), and tells the caller whether the item is finished (ack) or must come
+back (nak: the ledger failed transiently, or the kill switch holds the
+tool).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Union
+
+from .client import _CALL_TRACEPARENT, Client, valid_traceparent
+from .errors import (
+    APIError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    NotQueued,
+    ProtocolError,
+    ReportFailed,
+    Stopped,
+    TransportError,
+    Unauthorized,
+    Unsettled,
+)
+from .models import ClaimResponse, Decision, Outcome, Result, Row, WorkItem
+
+__all__ = ["Worker", "WorkFunc", "WorkOutcome", "WorkStatus", "DEFAULT_NAK_DELAY"]
+
+#: WorkFunc makes the vendor call of one work item: send key as the
+#: vendor's idempotency key (where the tool's key_placement says) and
+#: local_id in the vendor's metadata; item.request is the envelope to send.
+#: It answers and raises as a CallFunc of Client.do does.
+WorkFunc = Callable[[str, str, WorkItem], Result]
+
+#: The pause a nak asks for (seconds) when the item should come back later.
+DEFAULT_NAK_DELAY = 5.0
+
+
+class WorkStatus:
+    """WorkStatus says what handle did with a work item."""
+
+    #: The handler was called and its answer reported (outcome.row says how
+    #: it went; error is set when the row did not succeed). Ack.
+    DONE = "done"
+    #: The row was not queued for a worker (no outbox claim made it). Ack.
+    NOT_QUEUED = "not_queued"
+    #: The key is settled (replay or stop): nothing to call. Ack.
+    SETTLED = "settled"
+    #: Another worker's attempt is in flight, or the resolver or a human
+    #: must close the row. Ack.
+    IN_FLIGHT = "in_flight"
+    #: The kill switch covers the tool: nothing was started. Nak with a delay.
+    FROZEN = "frozen"
+    #: This worker has no handler for the item's tool: nothing was
+    #: started, so a worker that has one can take it. Nak.
+    NO_HANDLER = "no_handler"
+    #: The ledger failed (a 5xx, no answer, an answer not the API's) after
+    #: the client's retries: nothing was called. Nak.
+    RETRY = "retry"
+    #: The worker's token may not start the row (401, 403, or 404: no such
+    #: row for its tenant): a configuration error, not the item's. Nak.
+    REFUSED = "refused"
+    #: The message is not a work item, or names a key the API refuses: it
+    #: can never be handled. Ack (or term) it.
+    INVALID = "invalid"
+
+
+@dataclass
+class WorkOutcome:
+    """WorkOutcome is how handle ended and what to do with the message."""
+
+    status: str
+    #: True: ack the message (it is finished); False: nak it.
+    ack: bool
+    key: str = ""
+    #: The start's decision ("" when nothing was started).
+    decision: str = ""
+    #: The row as last seen.
+    row: Optional[Row] = None
+    #: How the call went when handle made one (status DONE).
+    outcome: Optional[Outcome] = None
+    #: Why the row did not succeed, or why the item comes back.
+    error: Optional[BaseException] = None
+    #: The nak delay handle suggests, in seconds (0 for an ack).
+    delay: float = 0.0
+
+    @property
+    def nak(self) -> bool:
+        return not self.ack
+
+
+class Worker:
+    """Worker handles work items with client (a tenant token) and one
+    handler per tool name. It is safe for concurrent use: handle runs the
+    handler on the calling thread (in a helper thread under call_timeout).
+
+    ``call_timeout`` (seconds) bounds a handler: one that runs past it is
+    reported as a timeout — the row becomes unknown and the resolver
+    settles it from the vendor — and its late answer is ignored, as
+    Client.do's caller-bounded calls. ``nak_delay`` is the delay a nak
+    suggests."""
+
+    def __init__(
+        self,
+        client: Client,
+        handlers: Optional[Mapping[str, WorkFunc]] = None,
+        *,
+        call_timeout: Optional[float] = None,
+        nak_delay: float = DEFAULT_NAK_DELAY,
+    ) -> None:
+        if call_timeout is not None and call_timeout <= 0:
+            raise ValueError("worker: call_timeout must be positive")
+        if nak_delay < 0:
+            raise ValueError("worker: negative nak_delay")
+        self._client = client
+        self._handlers: Dict[str, WorkFunc] = {}
+        self._lock = threading.Lock()
+        self._call_timeout = call_timeout
+        self._nak_delay = float(nak_delay)
+        for tool, fn in (handlers or {}).items():
+            self.register(tool, fn)
+
+    def register(self, tool: str, handler: WorkFunc) -> None:
+        """register sets the handler of the tool named tool (replacing one)."""
+        if not isinstance(tool, str) or not tool:
+            raise ValueError("worker: a handler needs a tool name")
+        if not callable(handler):
+            raise ValueError(f"worker: the handler of {tool} is not callable")
+        with self._lock:
+            self._handlers[tool] = handler
+
+    def handle(
+        self, item: Union[WorkItem, Mapping[str, Any], bytes, str], *, traceparent: Optional[str] = None
+    ) -> WorkOutcome:
+        """handle starts, calls and reports one work item: the message's
+        data (bytes, str), its decoded JSON, or a WorkItem. traceparent
+        (the message's header, say) is sent with every request; without
+        one, the item's own (the trace of the claim that queued it).
+
+        Handling one item twice, or two workers handling it at once, makes
+        one call: only one start proceeds. An exception of the handler that
+        is not an Exception (KeyboardInterrupt) is reported as a network
+        error and re-raised, as in Client.do."""
+        try:
+            w = item if isinstance(item, WorkItem) else WorkItem.from_json(dict(item) if isinstance(item, Mapping) else item)
+        except (ProtocolError, UnicodeDecodeError) as e:
+            self._client._log.error("not a work item: %s", e)
+            return WorkOutcome(WorkStatus.INVALID, True, error=e)
+        with self._lock:
+            handler = self._handlers.get(w.tool)
+        if handler is None:
+            self._client._log.warning("no handler for the work item's tool: tool=%s key=%s", w.tool, w.key)
+            return WorkOutcome(WorkStatus.NO_HANDLER, False, w.key, delay=self._nak_delay)
+        tp = traceparent if valid_traceparent(traceparent) else (w.traceparent if valid_traceparent(w.traceparent) else None)
+        tok = _CALL_TRACEPARENT.set(tp) if tp else None
+        try:
+            return self._handle(w, handler)
+        finally:
+            if tok is not None:
+                _CALL_TRACEPARENT.reset(tok)
+
+    def _handle(self, w: WorkItem, handler: WorkFunc) -> WorkOutcome:
+        try:
+            resp = self._client.start(w.key)
+        except NotQueued as e:
+            return WorkOutcome(WorkStatus.NOT_QUEUED, True, w.key, error=e)
+        except (Unauthorized, Forbidden, NotFound) as e:
+            self._client._log.error("worker may not start the key: key=%s err=%s", w.key, e)
+            return WorkOutcome(WorkStatus.REFUSED, False, w.key, error=e, delay=self._nak_delay)
+        except InvalidInput as e:
+            return WorkOutcome(WorkStatus.INVALID, True, w.key, error=e)
+        except (TransportError, ProtocolError) as e:
+            return WorkOutcome(WorkStatus.RETRY, False, w.key, error=e, delay=self._nak_delay)
+        except APIError as e:
+            # A 5xx after the retries, or a code this client does not know:
+            # nothing was called, so the item may come back.
+            return WorkOutcome(WorkStatus.RETRY, False, w.key, error=e, delay=self._nak_delay)
+        return self._decided(w, handler, resp)
+
+    def _decided(self, w: WorkItem, handler: WorkFunc, resp: ClaimResponse) -> WorkOutcome:
+        row = resp.row
+        d = resp.decision
+        if d in (Decision.PROCEED, Decision.RETRY_SAME_KEY) and row is not None:
+            return self._call(w, handler, resp)
+        if d in (Decision.REPLAY, Decision.STOP):
+            return WorkOutcome(WorkStatus.SETTLED, True, w.key, d, row)
+        if d == Decision.WAIT and row is not None:
+            if row.attempt == 0:
+                # The kill switch holds the tool before any call: later.
+                return WorkOutcome(WorkStatus.FROZEN, False, w.key, d, row, delay=self._nak_delay)
+            return WorkOutcome(WorkStatus.IN_FLIGHT, True, w.key, d, row)
+        # A decision this client does not know: nothing was called.
+        err = ProtocolError(f"start answered {d!r}, which this worker does not act on", resp.http_status)
+        return WorkOutcome(WorkStatus.RETRY, False, w.key, d, row, error=err, delay=self._nak_delay)
+
+    def _call(self, w: WorkItem, handler: WorkFunc, resp: ClaimResponse) -> WorkOutcome:
+        assert resp.row is not None
+        out = Outcome(decision=resp.decision, key=resp.row.key, local_id=resp.row.metadata_local_id, row=resp.row)
+
+        def call(key: str, local_id: str) -> Result:
+            return self._bounded(handler, key, local_id, w)
+
+        try:
+            # Client.do's own attempt: one call, classified and reported the same way.
+            done = self._client._attempt(out, call)
+        except ReportFailed as e:
+            # The call was made; its lease keeps a redelivered item from a
+            # second call, and the resolver settles the row after it.
+            return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, out.row, out, e)
+        except (Stopped, Unsettled) as e:
+            return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, out.row, out, e)
+        return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, done.row, done)
+
+    def _bounded(self, handler: WorkFunc, key: str, local_id: str, w: WorkItem) -> Result:
+        """_bounded runs the handler, under call_timeout when there is one."""
+        if self._call_timeout is None:
+            return handler(key, local_id, w)
+        box: Dict[str, Any] = {}
+        finished = threading.Event()
+        ctx = contextvars.copy_context()  # the caller's trace context goes along
+
+        def run() -> None:  # owner: this call; abandoned (its answer ignored) after the timeout
+            try:
+                box["result"] = ctx.run(handler, key, local_id, w)
+            except BaseException as e:  # handed to the waiting thread
+                box["error"] = e
+            finally:
+                finished.set()
+
+        threading.Thread(target=run, name=f"reconciler-work-{key[:16]}", daemon=True).start()
+        if not finished.wait(self._call_timeout):
+            raise TimeoutError(f"the handler of {w.tool} ran past {self._call_timeout:g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["result"]  # type: ignore[no-any-return]
+

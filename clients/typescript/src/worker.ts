@@ -1,0 +1,237 @@
+// The runtime's outbox worker (docs/architecture.md §11): it makes the calls
+// of tools whose autonomy is outbox, one work item at a time. It takes no
+// NATS library: the runtime pulls the messages of stream RECON_WORK (subject
+// recon_work.<tenant>.<tool>, e.g. with nats.js's consumer on
+// recon_work.<tenant>.>), hands each one's data to handle() and acks or naks
+// the message as the answer says. The attempt itself is do()'s (Run.attempt):
+// one call, classified and reported the same way.
+import { type Client, type Traceparent, settingsOf, validTraceparent } from "./client.js";
+import { type CallContext, type Outcome, Run, newOutcome } from "./do.js";
+import {
+  AbortedError,
+  ForbiddenError,
+  InvalidInputError,
+  InvalidResponseError,
+  NotFoundError,
+  NotQueuedError,
+  StoppedError,
+  UnauthorizedError,
+  UnsettledError,
+} from "./errors.js";
+import type { CallResult } from "./result.js";
+import type { ClaimResponse, Decision, Row, WorkItem } from "./types.js";
+
+/** WorkContext is what a work item's handler gets: do()'s CallContext and the item. */
+export interface WorkContext extends CallContext {
+  /** item is the work item: item.work.request is the envelope to send, item.work.intent the claim's intent. */
+  readonly item: WorkItem;
+}
+
+/**
+ * WorkHandler makes the vendor call of one work item: send `key` as the
+ * vendor's idempotency key (where the tool's key_placement says) and
+ * `localId` in the vendor's metadata. It answers and throws as do()'s
+ * CallFunc does.
+ */
+export type WorkHandler = (call: WorkContext) => Promise<CallResult> | CallResult;
+
+/**
+ * WorkStatus says what handle() did with a work item:
+ *
+ * - done: the handler was called and its answer reported (`outcome.row` says
+ *   how it went; `error` is set when the row did not succeed). Ack.
+ * - not_queued: no outbox claim made the row. Ack.
+ * - settled: the key is settled (replay or stop): nothing to call. Ack.
+ * - in_flight: another worker's attempt is in flight, or the resolver or a
+ *   human must close the row. Ack.
+ * - frozen: the kill switch covers the tool; nothing was started. Nak with a delay.
+ * - no_handler: this worker has no handler for the tool; nothing was started. Nak.
+ * - retry: the ledger failed (a 5xx, no answer, an answer not the API's)
+ *   after the client's retries; nothing was called. Nak.
+ * - refused: the worker's token may not start the row (401, 403, 404: no
+ *   such row for its tenant): a configuration error, not the item's. Nak.
+ * - invalid: the message is not a work item, or names a key the API
+ *   refuses: it can never be handled. Ack (or term) it.
+ */
+export type WorkStatus =
+  | "done"
+  | "not_queued"
+  | "settled"
+  | "in_flight"
+  | "frozen"
+  | "no_handler"
+  | "retry"
+  | "refused"
+  | "invalid";
+
+/** WorkOutcome is how handle() ended and what to do with the message. */
+export interface WorkOutcome {
+  status: WorkStatus;
+  /** ack: true to ack the message (it is finished), false to nak it. */
+  ack: boolean;
+  key: string;
+  /** decision is the start's ("" when nothing was started). */
+  decision: Decision | "";
+  /** row is the row as last seen. */
+  row: Row | null;
+  /** outcome is how the call went, when handle() made one (status done). */
+  outcome?: Outcome;
+  /** error says why the row did not succeed, or why the item comes back. */
+  error?: unknown;
+  /** delayMs is the nak delay handle() suggests (0 for an ack). */
+  delayMs: number;
+}
+
+/** WorkerOptions configure a Worker. */
+export interface WorkerOptions {
+  /**
+   * callTimeoutMs bounds a handler (default: the client's callTimeoutMs).
+   * One that runs past it is reported as a timeout: the row becomes unknown
+   * and the resolver settles it from the vendor.
+   */
+  callTimeoutMs?: number;
+  /** nakDelayMs is the delay a nak suggests (default 5 s). */
+  nakDelayMs?: number;
+}
+
+/** HandleOptions are the per-item options of handle(). */
+export interface HandleOptions {
+  /** signal aborts the start and the call (the call is then reported as a timeout). */
+  signal?: AbortSignal;
+  /** traceparent (the message's header, say) goes on every request; without one, the item's own. */
+  traceparent?: Traceparent;
+}
+
+/** DEFAULT_NAK_DELAY_MS is the pause a nak suggests when the item should come back later. */
+export const DEFAULT_NAK_DELAY_MS = 5_000;
+
+/**
+ * parseWorkItem reads a work item: the message's data (a string or bytes)
+ * or its decoded JSON. It throws an InvalidResponseError for anything else.
+ */
+export function parseWorkItem(data: unknown): WorkItem {
+  let v = data;
+  if (v instanceof Uint8Array) v = new TextDecoder("utf-8", { fatal: true }).decode(v);
+  if (typeof v === "string") {
+    try {
+      v = JSON.parse(v);
+    } catch (err) {
+      throw new InvalidResponseError(0, "work item: not JSON", { cause: err });
+    }
+  }
+  const o = v as Record<string, unknown> | null;
+  const w = o?.["work"] as Record<string, unknown> | null | undefined;
+  const str = (x: unknown) => typeof x === "string" && x !== "";
+  if (
+    o === null || typeof o !== "object" || Array.isArray(o) || !str(o["key"]) || !str(o["tool"]) ||
+    w === null || typeof w !== "object" || Array.isArray(w) || !str(w["metadata_local_id"])
+  ) {
+    throw new InvalidResponseError(0, "work item: want key, tool and work.metadata_local_id");
+  }
+  return o as unknown as WorkItem;
+}
+
+/**
+ * Worker handles work items with a client (a tenant token) and one handler
+ * per tool name. Handling one item twice, or two workers handling it at
+ * once, makes one call: only one start proceeds. It keeps no state but its
+ * handlers, so one Worker may handle any number of items concurrently.
+ */
+export class Worker {
+  readonly #client: Client;
+  readonly #handlers = new Map<string, WorkHandler>();
+  readonly #callTimeoutMs: number | undefined;
+  readonly #nakDelayMs: number;
+
+  constructor(client: Client, handlers: Readonly<Record<string, WorkHandler>> = {}, opts: WorkerOptions = {}) {
+    this.#client = client;
+    settingsOf(client); // a Client, or a TypeError now rather than at the first item
+    if (opts.callTimeoutMs !== undefined && !(opts.callTimeoutMs > 0)) throw new RangeError("reconciler worker: callTimeoutMs must be positive");
+    if (opts.nakDelayMs !== undefined && !(opts.nakDelayMs >= 0)) throw new RangeError("reconciler worker: nakDelayMs must be ≥ 0");
+    this.#callTimeoutMs = opts.callTimeoutMs;
+    this.#nakDelayMs = opts.nakDelayMs ?? DEFAULT_NAK_DELAY_MS;
+    for (const [tool, h] of Object.entries(handlers)) this.register(tool, h);
+  }
+
+  /** register sets the handler of the tool named tool (replacing one). */
+  register(tool: string, handler: WorkHandler): void {
+    if (typeof tool !== "string" || tool === "") throw new TypeError("reconciler worker: a handler needs a tool name");
+    if (typeof handler !== "function") throw new TypeError(`reconciler worker: the handler of ${tool} is not a function`);
+    this.#handlers.set(tool, handler);
+  }
+
+  /**
+   * handle starts, calls and reports one work item — the message's data
+   * (string, bytes), its decoded JSON, or a WorkItem — and says whether to
+   * ack or nak the message. It throws only an AbortedError (the signal).
+   */
+  async handle(data: unknown, opts: HandleOptions = {}): Promise<WorkOutcome> {
+    let item: WorkItem;
+    try {
+      item = parseWorkItem(data);
+    } catch (error) {
+      return this.#end("invalid", "", null, { error });
+    }
+    const handler = this.#handlers.get(item.tool);
+    if (!handler) return this.#end("no_handler", item.key, null, {});
+    let tp: Traceparent | undefined = opts.traceparent;
+    if (typeof tp === "string" && !validTraceparent(tp)) tp = undefined;
+    tp ??= validTraceparent(item.traceparent) ? item.traceparent : undefined;
+
+    let resp: ClaimResponse;
+    try {
+      resp = await this.#client.start(item.key, { signal: opts.signal, traceparent: tp });
+    } catch (error) {
+      if (error instanceof AbortedError) throw error;
+      if (error instanceof NotQueuedError) return this.#end("not_queued", item.key, null, { error });
+      if (error instanceof UnauthorizedError || error instanceof ForbiddenError || error instanceof NotFoundError) {
+        return this.#end("refused", item.key, null, { error });
+      }
+      if (error instanceof InvalidInputError || error instanceof TypeError) return this.#end("invalid", item.key, null, { error });
+      return this.#end("retry", item.key, null, { error }); // a 5xx, no answer, an answer not the API's
+    }
+    const row = resp.row;
+    const d = resp.decision;
+    if ((d === "proceed" || d === "retry_same_key") && row) return this.#call(item, handler, resp, row, opts.signal, tp);
+    if (d === "replay" || d === "stop") return this.#end("settled", item.key, row, { decision: d });
+    if (d === "wait" && row) {
+      // At attempt 0 the kill switch holds the tool before any call: later.
+      return this.#end(row.attempt === 0 ? "frozen" : "in_flight", item.key, row, { decision: d });
+    }
+    const error = new InvalidResponseError(resp.httpStatus, `start answered ${JSON.stringify(d)}, which this worker does not act on`);
+    return this.#end("retry", item.key, row, { decision: d, error });
+  }
+
+  async #call(item: WorkItem, handler: WorkHandler, resp: ClaimResponse, row: Row, signal: AbortSignal | undefined, tp: Traceparent | undefined): Promise<WorkOutcome> {
+    const base = settingsOf(this.#client);
+    const settings = { ...base, callTimeoutMs: this.#callTimeoutMs ?? base.callTimeoutMs };
+    const run = new Run(this.#client, settings, undefined, (c) => handler({ ...c, item }), { signal, traceparent: tp });
+    const out = newOutcome(resp);
+    try {
+      const step = await run.attempt(row, out);
+      const done = "done" in step ? step.done : out;
+      return this.#end("done", item.key, done.row, { decision: resp.decision, outcome: done });
+    } catch (error) {
+      // The call was made: a row that did not succeed, or a report that
+      // failed (its lease keeps a redelivered item from a second call, and
+      // the resolver settles the row after it), is finished for the worker.
+      if (error instanceof StoppedError || error instanceof UnsettledError) {
+        return this.#end("done", item.key, out.row, { decision: resp.decision, outcome: error.outcome ?? out, error });
+      }
+      throw error;
+    }
+  }
+
+  #end(
+    status: WorkStatus,
+    key: string,
+    row: Row | null,
+    more: { decision?: Decision; outcome?: Outcome; error?: unknown },
+  ): WorkOutcome {
+    const ack = status === "done" || status === "not_queued" || status === "settled" || status === "in_flight" || status === "invalid";
+    const w: WorkOutcome = { status, ack, key, decision: more.decision ?? "", row, delayMs: ack ? 0 : this.#nakDelayMs };
+    if (more.outcome) w.outcome = more.outcome;
+    if ("error" in more) w.error = more.error;
+    return w;
+  }
+}
