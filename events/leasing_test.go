@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
@@ -69,9 +70,9 @@ func TestRelaysShareLeasingOutbox(t *testing.T) {
 func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
 	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
 	ctx := context.Background()
-	srv := startServer(t, t.TempDir(), "", false)
-	js := connect(t, srv.ClientURL())
-	st := ensureStream(t, js)
+	srv := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, srv.ClientURL())
+	st := natstest.EnsureStream(t, js)
 
 	const keys = 40
 	now := time.Now().UTC()
@@ -127,7 +128,7 @@ func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
 	}
 	testkit.EventuallyWithin(t, 30*time.Second, "every event on the stream and the outbox empty", func() bool {
 		recs, err := stores[0].PendingEvents(ctx, 1)
-		return err == nil && len(recs) == 0 && streamCount(t, st) == 2*keys
+		return err == nil && len(recs) == 0 && natstest.StreamCount(t, st) == 2*keys
 	})
 
 	t.Run("each record published once", func(t *testing.T) {

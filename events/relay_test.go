@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
@@ -67,9 +68,9 @@ func TestRelayPublishesInOrder(t *testing.T) {
 	statuses := []string{"unknown", "succeeded", "failed_poison", ledger.EventEscalated}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, t.TempDir(), "", false)
-			js := connect(t, s.ClientURL())
-			st := ensureStream(t, js)
+			s := natstest.Start(t, t.TempDir(), "", false)
+			js := natstest.Connect(t, s.ClientURL())
+			st := natstest.EnsureStream(t, js)
 			out := newFakeOutbox()
 			var want []ledger.Event
 			for i := range tc.n {
@@ -113,9 +114,9 @@ func TestRelayPublishesInOrder(t *testing.T) {
 // delete the records (a crash or a store error before AckEvents): the
 // republished records are JetStream duplicates, stored once.
 func TestRelayDuplicatePublish(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -132,7 +133,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 				t.Fatalf("publish %d: Duplicate got %v, want %v", i, ack.Duplicate, wantDup)
 			}
 		}
-		if got := streamCount(t, st); got != 1 {
+		if got := natstest.StreamCount(t, st); got != 1 {
 			t.Fatalf("stream count: got %d, want 1", got)
 		}
 		if err := st.Purge(ctx); err != nil {
@@ -202,11 +203,11 @@ func TestRelayDuplicatePublish(t *testing.T) {
 // exactly once, in commit order, and that Healthy reported the outage.
 func TestRelaySurvivesNATSOutage(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, dir, "", false)
+	s := natstest.Start(t, dir, "", false)
 	url := s.ClientURL()
-	listen := fmt.Sprintf("127.0.0.1:%d", port(t, url))
-	js := connect(t, url)
-	ensureStream(t, js)
+	listen := fmt.Sprintf("127.0.0.1:%d", natstest.Port(t, url))
+	js := natstest.Connect(t, url)
+	natstest.EnsureStream(t, js)
 
 	out := newFakeOutbox()
 	reg := prometheus.NewRegistry()
@@ -246,7 +247,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 	testkit.EventuallyWithin(t, 10*time.Second, "some records relayed", func() bool {
 		return metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished) >= 20
 	})
-	shutdown(t, s)
+	natstest.Shutdown(t, s)
 	testkit.EventuallyWithin(t, 10*time.Second, "Healthy reports the outage", func() bool { return r.Healthy() != nil })
 	before := produced()
 	testkit.EventuallyWithin(t, 10*time.Second, "records committed during the outage", func() bool { return produced() >= before+30 })
@@ -254,7 +255,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 		t.Fatalf("outbox during outage: got %d records, want >= 30 kept", got)
 	}
 
-	s2 := startServer(t, dir, listen, false)
+	s2 := natstest.Start(t, dir, listen, false)
 	if s2.ClientURL() != url {
 		t.Fatalf("restarted on %s, want %s", s2.ClientURL(), url)
 	}
@@ -266,7 +267,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 	<-prodDone
 	testkit.EventuallyWithin(t, 20*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 
-	js2 := connect(t, s2.ClientURL())
+	js2 := natstest.Connect(t, s2.ClientURL())
 	st, err := js2.Stream(context.Background(), events.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
@@ -283,9 +284,9 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 }
 
 func TestRelayHealthyReportsOutboxErrors(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	out.failRead = ledger.ErrUnavailable
 	r, err := events.NewRelay(out, js, fastRelay(nil, 10))
@@ -301,9 +302,9 @@ func TestRelayHealthyReportsOutboxErrors(t *testing.T) {
 }
 
 func TestRelayDropsInvalidRecord(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	bad := event(1, "succeeded")
 	bad.RunID = "not.a.token"
@@ -323,8 +324,8 @@ func TestRelayDropsInvalidRecord(t *testing.T) {
 }
 
 func TestRelayRunOnce(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
 	r, err := events.NewRelay(newFakeOutbox(), js, fastRelay(nil, 10))
 	if err != nil {
 		t.Fatal(err)
@@ -364,9 +365,9 @@ func TestRelayWake(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, t.TempDir(), "", false)
-			js := connect(t, s.ClientURL())
-			st := ensureStream(t, js)
+			s := natstest.Start(t, t.TempDir(), "", false)
+			js := natstest.Connect(t, s.ClientURL())
+			st := natstest.EnsureStream(t, js)
 			out := newFakeOutbox()
 			if tc.name == "backoff after a failed pass" {
 				out.failRead = ledger.ErrUnavailable
@@ -380,11 +381,11 @@ func TestRelayWake(t *testing.T) {
 			runRelay(t, r)
 			tc.setup(out, r)
 			time.Sleep(300 * time.Millisecond)
-			if n := streamCount(t, st); n != 0 || out.len() != 1 {
+			if n := natstest.StreamCount(t, st); n != 0 || out.len() != 1 {
 				t.Fatalf("before Wake: stream holds %d, outbox %d; want 0 and 1 (the relay should be waiting)", n, out.len())
 			}
 			r.Wake()
-			testkit.EventuallyWithin(t, 10*time.Second, "published after Wake", func() bool { return streamCount(t, st) == 1 && out.len() == 0 })
+			testkit.EventuallyWithin(t, 10*time.Second, "published after Wake", func() bool { return natstest.StreamCount(t, st) == 1 && out.len() == 0 })
 		})
 	}
 }
@@ -393,9 +394,9 @@ func TestRelayWake(t *testing.T) {
 // business key to the same status are two messages, not one message and a
 // duplicate (the Nats-Msg-Id carries the tenant).
 func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	a, b := event(1, "succeeded"), event(1, "succeeded")
 	a.Key, b.Key = "cart-123", "cart-123"
@@ -414,9 +415,9 @@ func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
 // the outbox, in order, within its context; it refuses to run beside Run,
 // and with NATS unreachable it returns an error and keeps the records.
 func TestRelayDrain(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	r, err := events.NewRelay(out, js, fastRelay(nil, 2))
 	if err != nil {
@@ -441,7 +442,7 @@ func TestRelayDrain(t *testing.T) {
 	}
 	checkStream(t, st, evs)
 
-	shutdown(t, s)
+	natstest.Shutdown(t, s)
 	out.add(event(5, "succeeded"))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()

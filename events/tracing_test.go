@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/internal/tracing"
 )
@@ -21,9 +22,9 @@ const claimTP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // conventions, and puts that span's context in the message's traceparent
 // header, which Await returns and ResumeContext continues.
 func TestRelayPublishSpan(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	out := newFakeOutbox()
@@ -77,9 +78,9 @@ func TestRelayPublishSpan(t *testing.T) {
 // carries the row's own traceparent, so a traced runtime still joins the
 // claim's trace; an event without one carries none.
 func TestRelayUntracedCarriesRowTraceparent(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	r, err := events.NewRelay(out, js, events.RelayOptions{})
 	if err != nil {

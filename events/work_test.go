@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -77,9 +78,9 @@ func TestWorkSubject(t *testing.T) {
 // every other event to RECON, in commit order; an item whose tool is no
 // subject is dropped as invalid.
 func TestRelayRoutesWorkItems(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	recon := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	recon := natstest.EnsureStream(t, js)
 	work := ensureWorkStream(t, js) // beside RECON: the subjects do not overlap
 
 	out := newFakeOutbox()
@@ -132,13 +133,13 @@ func TestRelayRoutesWorkItems(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testkit.EventuallyWithin(t, 10*time.Second, "the acked item gone", func() bool { return streamCount(t, work) == 0 })
+	testkit.EventuallyWithin(t, 10*time.Second, "the acked item gone", func() bool { return natstest.StreamCount(t, work) == 0 })
 }
 
 func TestEnsureWorkStream(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	st := ensureWorkStream(t, js)
 	info, err := st.Info(t.Context())
 	if err != nil {

@@ -3,15 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +22,7 @@ import (
 
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 )
 
 const (
@@ -363,7 +357,7 @@ func TestNATSCreds(t *testing.T) {
 // listener is TLS only; a runtime verifies it with the certificate as CA.
 func TestE2ENATSTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := selfSignedCert(t, dir)
+	cert, key := natstest.SelfSignedCert(t, dir)
 	acmeSeed, acmePub, _ := natsCredential(t, dir, "--tenant", "acme")
 	cfg := tenantsConfig(t, "    nats_nkeys: ["+acmePub+"]\n", "")
 	m := startMain(t, nil, "serve", "--config", cfg, "--data", t.TempDir(), "--http", "127.0.0.1:0",
@@ -386,35 +380,4 @@ func TestE2ENATSTLS(t *testing.T) {
 		nc.Close()
 		t.Fatal("connected without the CA that verifies the server")
 	}
-}
-
-// selfSignedCert writes a certificate for 127.0.0.1, its own CA, and its key.
-func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reconciler e2e nats"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "nats-cert.pem"), filepath.Join(dir, "nats-key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }
