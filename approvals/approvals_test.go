@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/approvals"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 	"github.com/agentledger/reconciler/paging"
@@ -238,29 +237,12 @@ func TestNotifierHandleEvent(t *testing.T) {
 	})
 }
 
+// jetStream is the JetStream of an embedded NATS server on a random port,
+// with the service's RECON stream.
 func jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.Connect(t, natstest.Start(t, t.TempDir(), "", false).ClientURL())
+	natstest.EnsureStream(t, js)
 	return js
 }
 
