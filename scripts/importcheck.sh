@@ -93,12 +93,13 @@ internal events ledger internal/tracing
 internal events/natsserver        # nats-server only: no project package
 internal events/eventsprom internal/promreg
 internal internal/durable ledger
+internal internal/pollcache ledger
 internal api ledger matcher resolver apierror internal/promreg internal/tracing
-internal freeze ledger
+internal freeze ledger internal/pollcache
 internal policy ledger
 internal approvals ledger paging internal/tracing internal/durable
 internal internal/tracing ledger
-internal registry ledger policy
+internal registry ledger policy internal/pollcache
 internal client ledger events apierror internal/tracing
 internal mcpgate client ledger events apierror internal/tracing
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver paging fixtures internal/promreg internal/paypaloauth internal/tracing internal/durable
