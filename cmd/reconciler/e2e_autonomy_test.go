@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
@@ -198,7 +199,7 @@ func TestE2EApprovalGate(t *testing.T) {
 	hook := &pagerHook{}
 	pager := httptest.NewServer(hook)
 	defer pager.Close()
-	cfg := writeFile(t, "reconciler.yaml", []byte(`tenants:
+	cfg := configtest.WriteFile(t, "reconciler.yaml", []byte(`tenants:
   - id: acme
     tokens: ["`+acmeToken+`"]
     approver_tokens: ["`+approverToken+`"]

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/internal/natstest"
 )
@@ -41,7 +42,7 @@ func natsCredential(t *testing.T, dir string, args ...string) (seedFile, pub, se
 	}
 	seedFile = filepath.Join(dir, name+".nk")
 	var stdout, stderr bytes.Buffer
-	if code := runNATSCreds(append(args, "--out", seedFile), &stdout, &stderr, mapEnv(nil)); code != 0 {
+	if code := runNATSCreds(append(args, "--out", seedFile), &stdout, &stderr, configtest.MapEnv(nil)); code != 0 {
 		t.Fatalf("nats-creds %v: exit %d: %s", args, code, stderr.String())
 	}
 	m := regexp.MustCompile(`public key (U[A-Z0-9]{55})`).FindStringSubmatch(stdout.String())
@@ -284,7 +285,7 @@ func TestE2EExternalNATS(t *testing.T) {
 func TestNATSCreds(t *testing.T) {
 	t.Run("tenant, seed on stdout", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		if code := runNATSCreds([]string{"--tenant", "acme"}, &stdout, &stderr, mapEnv(nil)); code != 0 {
+		if code := runNATSCreds([]string{"--tenant", "acme"}, &stdout, &stderr, configtest.MapEnv(nil)); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		kp, err := nkeys.ParseDecoratedUserNKey(stdout.Bytes())
@@ -309,7 +310,7 @@ func TestNATSCreds(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stdout, stderr bytes.Buffer
-		if code := runNATSCreds([]string{"--tenant", "acme", "--out", out}, &stdout, &stderr, mapEnv(nil)); code != 1 {
+		if code := runNATSCreds([]string{"--tenant", "acme", "--out", out}, &stdout, &stderr, configtest.MapEnv(nil)); code != 1 {
 			t.Fatalf("exit %d, want 1", code)
 		}
 		if b, _ := os.ReadFile(out); string(b) != "keep" {
@@ -319,7 +320,7 @@ func TestNATSCreds(t *testing.T) {
 	t.Run("the seed file is private", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "svc.nk")
 		var stdout, stderr bytes.Buffer
-		if code := runNATSCreds([]string{"--service", "--out", out}, &stdout, &stderr, mapEnv(nil)); code != 0 {
+		if code := runNATSCreds([]string{"--service", "--out", out}, &stdout, &stderr, configtest.MapEnv(nil)); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		fi, err := os.Stat(out)
@@ -343,7 +344,7 @@ func TestNATSCreds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := runNATSCreds(tc.args, &stdout, &stderr, mapEnv(nil)); code != tc.code {
+			if code := runNATSCreds(tc.args, &stdout, &stderr, configtest.MapEnv(nil)); code != tc.code {
 				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tc.want) {
