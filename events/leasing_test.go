@@ -68,7 +68,8 @@ func TestRelaysShareLeasingOutbox(t *testing.T) {
 }
 
 func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
-	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
+	u := pgtest.Schema(t)
+	stores := pgtest.Stores(t, 2, func(ctx context.Context) (*postgres.Store, error) { return postgres.Open(ctx, u, postgres.Options{}) })
 	ctx := context.Background()
 	srv := natstest.Start(t, t.TempDir(), "", false)
 	js := natstest.Connect(t, srv.ClientURL())
