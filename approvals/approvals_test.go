@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/agentledger/reconciler/approvals"
 	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/ledger"
@@ -237,19 +235,10 @@ func TestNotifierHandleEvent(t *testing.T) {
 	})
 }
 
-// jetStream is the JetStream of an embedded NATS server on a random port,
-// with the service's RECON stream.
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	js := natstest.Connect(t, natstest.Start(t, t.TempDir(), "", false).ClientURL())
-	natstest.EnsureStream(t, js)
-	return js
-}
-
 // TestNotifierConsume: a request that cannot be paged at first is paged
 // once the pager is back, and the decision closes it.
 func TestNotifierConsume(t *testing.T) {
-	js := jetStream(t)
+	js := natstest.JetStream(t)
 	p := &fakePager{fail: true}
 	n := approvals.NewNotifier(approvals.NotifierOptions{Pagers: []approvals.Pager{p}, Timeout: 200 * time.Millisecond, RetryDelay: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())

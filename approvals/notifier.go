@@ -23,11 +23,8 @@ type Pager interface {
 	Resolve(ctx context.Context, dedupKey string) error
 }
 
-// Notifier defaults.
-const (
-	DefaultNotifierConsumer = "reconciler-approval-notifier"
-	defaultNotifyWait       = 30 * time.Second
-)
+// DefaultNotifierConsumer is the notifier's default durable name.
+const DefaultNotifierConsumer = "reconciler-approval-notifier"
 
 // NotifierOptions configure a Notifier. Zero values take the defaults.
 type NotifierOptions struct {
@@ -65,20 +62,8 @@ func NewNotifier(o NotifierOptions) *Notifier {
 	if o.Source == "" {
 		o.Source = paging.DefaultSource
 	}
-	if o.Stream == "" {
-		o.Stream = "RECON"
-	}
-	if o.SubjectPrefix == "" {
-		o.SubjectPrefix = "recon"
-	}
 	if o.Durable == "" {
 		o.Durable = DefaultNotifierConsumer
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = defaultNotifyWait
-	}
-	if o.RetryDelay <= 0 {
-		o.RetryDelay = defaultNotifyWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

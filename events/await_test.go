@@ -56,7 +56,7 @@ func TestAwait(t *testing.T) {
 
 	// withKey returns event i of run-1 re-keyed, so each case has its own key.
 	withKey := func(i int, key, status string) ledger.Event {
-		ev := event(i, status)
+		ev := natstest.Event(i, status)
 		ev.Key = key
 		return ev
 	}
@@ -177,7 +177,7 @@ func TestAwaitWithoutStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	want := event(1, "succeeded")
+	want := natstest.Event(1, "succeeded")
 	got, err := events.Await(ctx, js, "acme", "run-1", want.Key,
 		events.WithPollInterval(10*time.Millisecond), events.WithLedger(settleAfter(2, want)))
 	if err != nil || got != want {

@@ -93,7 +93,7 @@ func BenchmarkRelay(b *testing.B) {
 				out := newFakeOutbox()
 				evs := make([]ledger.Event, b.N)
 				for i := range evs {
-					evs[i] = event(i, "succeeded")
+					evs[i] = natstest.Event(i, "succeeded")
 				}
 				r, err := events.NewRelay(out, js, events.RelayOptions{Window: window})
 				if err != nil {
@@ -193,7 +193,7 @@ func benchJS(b *testing.B, syncAlways bool, syncInterval time.Duration) jetstrea
 func benchMsgs(n int) []*nats.Msg {
 	msgs := make([]*nats.Msg, n)
 	for i := range msgs {
-		ev := event(i, "succeeded")
+		ev := natstest.Event(i, "succeeded")
 		subj, _ := events.Subject("recon", ev)
 		body, _ := json.Marshal(ev)
 		msgs[i] = &nats.Msg{Subject: subj, Data: body}
@@ -201,4 +201,4 @@ func benchMsgs(n int) []*nats.Msg {
 	return msgs
 }
 
-func benchID(i int) string { return event(i, "succeeded").MsgID() }
+func benchID(i int) string { return natstest.Event(i, "succeeded").MsgID() }

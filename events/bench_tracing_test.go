@@ -36,7 +36,7 @@ func BenchmarkRelayTraced(b *testing.B) {
 			out := newFakeOutbox()
 			evs := make([]ledger.Event, b.N)
 			for i := range evs {
-				evs[i] = event(i, "succeeded")
+				evs[i] = natstest.Event(i, "succeeded")
 				evs[i].Traceparent = claimTP
 			}
 			var tp trace.TracerProvider

@@ -17,17 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-var baseTime = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-
-// event returns the i-th test event of run-1.
-func event(i int, status string) ledger.Event {
-	return ledger.Event{
-		Key: fmt.Sprintf("key-%04d", i), Tenant: "acme", RunID: "run-1", Tool: "stripe.payment_intents.create",
-		ToolCallID: fmt.Sprintf("call_%d", i), Status: status, ReceiptID: fmt.Sprintf("pi_%d", i),
-		Source: ledger.SourceWebhook, VendorEventID: fmt.Sprintf("evt_%d", i), At: baseTime.Add(time.Duration(i) * time.Second),
-	}
-}
-
 // fakeOutbox behaves like a store's outbox: records in commit order,
 // AckEvents deletes, Notify is coalesced. failAcks makes the next n
 // AckEvents calls fail (a crash between PubAck and delete).

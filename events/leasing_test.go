@@ -265,9 +265,9 @@ func (p *slowPublisher) count() int {
 // batch of three (the third could outlive the lease), leaves the third
 // alone while its lease runs, and publishes it after the lease ends.
 func TestRelayStopsInsideLease(t *testing.T) {
-	clk := testkit.NewClock(baseTime)
+	clk := testkit.NewClock(natstest.BaseTime)
 	out := &leasingFake{fakeOutbox: newFakeOutbox()}
-	out.add(event(1, "succeeded"), event(2, "succeeded"), event(3, "succeeded"))
+	out.add(natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded"), natstest.Event(3, "succeeded"))
 	pub := &slowPublisher{clk: clk, step: 12 * time.Second}
 	r, err := events.NewRelay(out, pub, events.RelayOptions{
 		Lease: 25 * time.Second, PublishTimeout: 5 * time.Second, Interval: 5 * time.Millisecond, Now: clk.Now,
@@ -324,10 +324,10 @@ func (p *failOncePublisher) keys() []string {
 // while the lease has room, in order, instead of waiting for the lease to
 // end (the clock stands still here, so the lease never ends).
 func TestRelayRetriesHeldRecordsInsideLease(t *testing.T) {
-	clk := testkit.NewClock(baseTime)
+	clk := testkit.NewClock(natstest.BaseTime)
 	out := &leasingFake{fakeOutbox: newFakeOutbox()}
-	out.add(event(1, "succeeded"), event(2, "succeeded"), event(3, "succeeded"))
-	pub := &failOncePublisher{failOn: event(2, "").Key}
+	out.add(natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded"), natstest.Event(3, "succeeded"))
+	pub := &failOncePublisher{failOn: natstest.Event(2, "").Key}
 	r, err := events.NewRelay(out, pub, events.RelayOptions{
 		Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Now: clk.Now,
 	})
@@ -337,7 +337,7 @@ func TestRelayRetriesHeldRecordsInsideLease(t *testing.T) {
 	runRelay(t, r)
 	testkit.EventuallyWithin(t, 10*time.Second, "every record published and acked", func() bool { return out.len() == 0 })
 	got := fmt.Sprint(pub.keys())
-	if want := fmt.Sprint([]string{event(1, "").Key, event(2, "").Key, event(3, "").Key}); got != want {
+	if want := fmt.Sprint([]string{natstest.Event(1, "").Key, natstest.Event(2, "").Key, natstest.Event(3, "").Key}); got != want {
 		t.Errorf("published: got %s, want %s", got, want)
 	}
 }

@@ -27,7 +27,7 @@ func TestRelayWithStore(t *testing.T) {
 	st := natstest.EnsureStream(t, js)
 	store := memstore.New(ledger.DefaultPolicy())
 
-	now := baseTime
+	now := natstest.BaseTime
 	claim, err := ledger.NewClaim(ledger.ClaimRequest{
 		Tenant: "acme", RunID: "run-7", Tool: "stripe.payment_intents.create", ToolCallID: "call_1",
 		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
@@ -131,7 +131,7 @@ func TestRelayStopFinishesInFlight(t *testing.T) {
 	js := natstest.Connect(t, s.ClientURL())
 	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	evs := []ledger.Event{event(0, "succeeded"), event(1, "succeeded"), event(2, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded")}
 	out.add(evs...)
 	g := &gatedPublisher{js: js, started: make(chan string, 3), release: make(chan struct{})}
 	r, err := events.NewRelay(out, g, fastRelay(nil, 10))

@@ -131,7 +131,7 @@ func keyedEvents(keys, n int) []ledger.Event {
 	statuses := []string{"unknown", ledger.EventEscalated, "succeeded"}
 	var evs []ledger.Event
 	for i := range n {
-		ev := event(i, statuses[(i/keys)%len(statuses)])
+		ev := natstest.Event(i, statuses[(i/keys)%len(statuses)])
 		ev.Key = fmt.Sprintf("key-%03d", i%keys)
 		ev.VendorEventID = fmt.Sprintf("evt_%d", i)
 		evs = append(evs, ev)
@@ -250,9 +250,9 @@ func TestRelayHoldsUntilSynced(t *testing.T) {
 	s := natstest.Start(t, t.TempDir(), "", false)
 	js := natstest.Connect(t, s.ClientURL())
 	st := natstest.EnsureStream(t, js)
-	clk := testkit.NewClock(baseTime.Add(time.Hour))
+	clk := testkit.NewClock(natstest.BaseTime.Add(time.Hour))
 	out := newFakeOutbox()
-	first := []ledger.Event{event(0, "succeeded"), event(1, "unknown"), event(2, "succeeded")}
+	first := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "unknown"), natstest.Event(2, "succeeded")}
 	out.add(first...)
 	reg := prometheus.NewRegistry()
 	opts := fastRelay(relayMetrics(t, reg), 10)
@@ -266,7 +266,7 @@ func TestRelayHoldsUntilSynced(t *testing.T) {
 	testkit.EventuallyWithin(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
 
 	clk.Advance(time.Second)
-	second := []ledger.Event{event(3, "succeeded")}
+	second := []ledger.Event{natstest.Event(3, "succeeded")}
 	out.add(second...)
 	testkit.EventuallyWithin(t, 10*time.Second, "the later record published", func() bool { return natstest.StreamCount(t, st) == 4 })
 	time.Sleep(200 * time.Millisecond) // several Intervals and delete rounds
@@ -313,7 +313,7 @@ func TestRelayRepublishesHeldAfterReconnect(t *testing.T) {
 	js := natstest.Connect(t, url)
 	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	evs := []ledger.Event{event(0, "unknown"), event(1, "succeeded"), event(0, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "unknown"), natstest.Event(1, "succeeded"), natstest.Event(0, "succeeded")}
 	evs[2].Key = evs[0].Key
 	out.add(evs...)
 	opts := fastRelay(nil, 10)
@@ -357,7 +357,7 @@ func TestRelayBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	// fastRelay's clock stands an hour after baseTime; event i is i seconds after it.
+	// fastRelay's clock stands an hour after natstest.BaseTime; event i is i seconds after it.
 	wantOldest := time.Hour.Seconds()
 	testkit.EventuallyWithin(t, 10*time.Second, "the backlog counted", func() bool {
 		depth, oldest := r.Backlog()
@@ -412,7 +412,7 @@ func TestRelayKeepsHeldWhileServerDown(t *testing.T) {
 	js := natstest.Connect(t, url)
 	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	evs := []ledger.Event{event(0, "succeeded"), event(1, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "succeeded")}
 	out.add(evs...)
 	reg := prometheus.NewRegistry()
 	opts := fastRelay(relayMetrics(t, reg), 10)

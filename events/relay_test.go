@@ -25,7 +25,7 @@ func fastRelay(met events.RelayMetrics, batch int) events.RelayOptions {
 		Metrics: met, Batch: batch,
 		PublishTimeout: 500 * time.Millisecond, Interval: 50 * time.Millisecond,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-		Now: func() time.Time { return baseTime.Add(time.Hour) },
+		Now: func() time.Time { return natstest.BaseTime.Add(time.Hour) },
 	}
 }
 
@@ -74,7 +74,7 @@ func TestRelayPublishesInOrder(t *testing.T) {
 			out := newFakeOutbox()
 			var want []ledger.Event
 			for i := range tc.n {
-				want = append(want, event(i, statuses[i%len(statuses)]))
+				want = append(want, natstest.Event(i, statuses[i%len(statuses)]))
 			}
 			out.add(want...)
 
@@ -102,7 +102,7 @@ func TestRelayPublishesInOrder(t *testing.T) {
 			}
 
 			// A record committed later is published on notification.
-			late := event(tc.n, "succeeded")
+			late := natstest.Event(tc.n, "succeeded")
 			out.add(late)
 			testkit.EventuallyWithin(t, 10*time.Second, "late record drained", func() bool { return out.len() == 0 })
 			checkStream(t, st, append(want, late))
@@ -121,7 +121,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 	defer cancel()
 
 	t.Run("PubAck reports the duplicate", func(t *testing.T) {
-		ev := event(100, "succeeded")
+		ev := natstest.Event(100, "succeeded")
 		body, _ := json.Marshal(ev)
 		subj, _ := events.Subject("recon", ev)
 		for i, wantDup := range []bool{false, true} {
@@ -146,7 +146,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 		out.failAcks = 2
 		var want []ledger.Event
 		for i := range 5 {
-			want = append(want, event(i, "succeeded"))
+			want = append(want, natstest.Event(i, "succeeded"))
 		}
 		out.add(want...)
 		reg := prometheus.NewRegistry()
@@ -174,7 +174,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 		out := newFakeOutbox()
 		var want []ledger.Event
 		for i := range 6 {
-			want = append(want, event(200+i, "failed_poison"))
+			want = append(want, natstest.Event(200+i, "failed_poison"))
 		}
 		out.add(want...)
 		for _, ev := range want[:3] {
@@ -236,7 +236,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			ev := event(i, []string{"unknown", "succeeded"}[i%2])
+			ev := natstest.Event(i, []string{"unknown", "succeeded"}[i%2])
 			mu.Lock()
 			want = append(want, ev)
 			out.add(ev)
@@ -306,9 +306,9 @@ func TestRelayDropsInvalidRecord(t *testing.T) {
 	js := natstest.Connect(t, s.ClientURL())
 	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	bad := event(1, "succeeded")
+	bad := natstest.Event(1, "succeeded")
 	bad.RunID = "not.a.token"
-	good := []ledger.Event{event(0, "succeeded"), event(2, "succeeded")}
+	good := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(2, "succeeded")}
 	out.add(good[0], bad, good[1])
 	reg := prometheus.NewRegistry()
 	r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 10))
@@ -354,14 +354,14 @@ func TestRelayWake(t *testing.T) {
 			out.mu.Lock()
 			out.failRead = nil
 			out.mu.Unlock()
-			out.add(event(1, "succeeded")) // notifies; the backoff ignores it
+			out.add(natstest.Event(1, "succeeded")) // notifies; the backoff ignores it
 		}},
 		{"idle with the notification lost", func(out *fakeOutbox, r *events.Relay) {
 			testkit.EventuallyWithin(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
 			out.mu.Lock()
 			out.failRead, out.quiet = nil, true
 			out.mu.Unlock()
-			out.add(event(1, "succeeded"))
+			out.add(natstest.Event(1, "succeeded"))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -398,7 +398,7 @@ func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
 	js := natstest.Connect(t, s.ClientURL())
 	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	a, b := event(1, "succeeded"), event(1, "succeeded")
+	a, b := natstest.Event(1, "succeeded"), natstest.Event(1, "succeeded")
 	a.Key, b.Key = "cart-123", "cart-123"
 	b.Tenant = "globex"
 	out.add(a, b)
@@ -432,7 +432,7 @@ func TestRelayDrain(t *testing.T) {
 	out.mu.Lock()
 	out.quiet = true
 	out.mu.Unlock()
-	evs := []ledger.Event{event(0, "succeeded"), event(1, "unknown"), event(2, "succeeded"), event(3, "failed_poison"), event(4, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "unknown"), natstest.Event(2, "succeeded"), natstest.Event(3, "failed_poison"), natstest.Event(4, "succeeded")}
 	out.add(evs...) // committed by the last requests, after Run stopped
 	if err := r.Drain(t.Context()); err != nil {
 		t.Fatalf("Drain: %v", err)
@@ -443,7 +443,7 @@ func TestRelayDrain(t *testing.T) {
 	checkStream(t, st, evs)
 
 	natstest.Shutdown(t, s)
-	out.add(event(5, "succeeded"))
+	out.add(natstest.Event(5, "succeeded"))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	if err := r.Drain(ctx); err == nil {

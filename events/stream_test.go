@@ -87,7 +87,7 @@ func TestSubject(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := event(1, "succeeded")
+			ev := natstest.Event(1, "succeeded")
 			if tc.mutate != nil {
 				tc.mutate(&ev)
 			}

@@ -34,7 +34,7 @@ func TestRelayPublishSpan(t *testing.T) {
 	}
 	stop := runRelay(t, r)
 	defer stop()
-	ev := event(1, "succeeded")
+	ev := natstest.Event(1, "succeeded")
 	ev.Traceparent = claimTP
 	out.add(ev)
 
@@ -87,7 +87,7 @@ func TestRelayUntracedCarriesRowTraceparent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer runRelay(t, r)()
-	traced, plain := event(1, "succeeded"), event(2, "succeeded")
+	traced, plain := natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded")
 	traced.Traceparent = claimTP
 	out.add(traced, plain)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -18,7 +18,7 @@ import (
 
 // workItem is a queued claim's outbox record for tool.
 func workItem(i int, tool string) ledger.Event {
-	ev := event(i, ledger.EventQueued)
+	ev := natstest.Event(i, ledger.EventQueued)
 	ev.Tool, ev.ReceiptID, ev.VendorEventID, ev.Source = tool, "", "", ledger.SourceRuntime
 	ev.Work = &ledger.WorkItem{
 		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent, MetadataLocalID: "rl_1",
@@ -87,8 +87,8 @@ func TestRelayRoutesWorkItems(t *testing.T) {
 	item := workItem(1, "stripe.payment_intents.create")
 	again := item // a relay that published before a crash publishes again
 	bad := workItem(3, "stripe..create")
-	requested := event(2, ledger.EventApprovalRequested)
-	out.add(item, requested, again, bad, event(4, "succeeded"))
+	requested := natstest.Event(2, ledger.EventApprovalRequested)
+	out.add(item, requested, again, bad, natstest.Event(4, "succeeded"))
 	reg := prometheus.NewRegistry()
 	r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 100))
 	if err != nil {
@@ -109,7 +109,7 @@ func TestRelayRoutesWorkItems(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &got); err != nil || got.Work == nil || got.Work.Request.Path != "/v1/payment_intents" || string(got.Work.Intent) != `{"amount":1050}` {
 		t.Fatalf("work body: %s %v", m.Data, err)
 	}
-	checkStream(t, recon, []ledger.Event{requested, event(4, "succeeded")})
+	checkStream(t, recon, []ledger.Event{requested, natstest.Event(4, "succeeded")})
 	if n := metric(t, reg, "reconciler_relay_publishes_total", events.ResultDuplicate); n != 1 {
 		t.Errorf("duplicates: %v, want 1", n)
 	}

@@ -23,11 +23,8 @@ type ConsumeOptions struct {
 	RetryDelay time.Duration
 }
 
-// Consumer defaults.
-const (
-	DefaultPageConsumer = "reconciler-page-resolver"
-	defaultConsumeWait  = 30 * time.Second
-)
+// DefaultPageConsumer is the consumer's default durable name.
+const DefaultPageConsumer = "reconciler-page-resolver"
 
 // Consume feeds HandleEvent from a durable JetStream consumer of the
 // settled events (<prefix>.*.*.succeeded and <prefix>.*.*.failed_poison)
@@ -37,20 +34,8 @@ const (
 // the pager is back. A body that is not an event is terminated (never
 // redelivered) and logged.
 func (p *PageResolver) Consume(ctx context.Context, js jetstream.JetStream, o ConsumeOptions) error {
-	if o.Stream == "" {
-		o.Stream = "RECON"
-	}
-	if o.SubjectPrefix == "" {
-		o.SubjectPrefix = "recon"
-	}
 	if o.Durable == "" {
 		o.Durable = DefaultPageConsumer
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = defaultConsumeWait
-	}
-	if o.RetryDelay <= 0 {
-		o.RetryDelay = defaultConsumeWait
 	}
 	return durable.Consume(ctx, js, durable.Options{
 		Name:          "page resolver",

@@ -14,18 +14,9 @@ import (
 	"github.com/agentledger/reconciler/resolver"
 )
 
-// jetStream is the JetStream of an embedded NATS server on a random port,
-// with the service's RECON stream.
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	js := natstest.Connect(t, natstest.Start(t, t.TempDir(), "", false).ClientURL())
-	natstest.EnsureStream(t, js)
-	return js
-}
-
 func TestConsumeResolvesPagesFromTheStream(t *testing.T) {
 	e := newEnv(t, false)
-	js := jetStream(t)
+	js := natstest.JetStream(t)
 	e.pd.mu.Lock()
 	e.pd.fail = 503 // PagerDuty is down at first: the event must be redelivered
 	e.pd.mu.Unlock()

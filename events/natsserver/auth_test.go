@@ -303,7 +303,7 @@ func publishEvent(t *testing.T, js jetstream.JetStream, ev ledger.Event) {
 
 func tenantEvent(tenant, run, key string) ledger.Event {
 	return ledger.Event{Key: key, Tenant: tenant, RunID: run, Tool: "stripe.payment_intents.create", ToolCallID: "call_1",
-		Status: string(ledger.StatusSucceeded), ReceiptID: "pi_1", Source: ledger.SourceWebhook, At: baseTime}
+		Status: string(ledger.StatusSucceeded), ReceiptID: "pi_1", Source: ledger.SourceWebhook, At: natstest.BaseTime}
 }
 
 func await(t *testing.T, js jetstream.JetStream, tenant, run, key string, d time.Duration) (ledger.Event, error) {

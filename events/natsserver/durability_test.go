@@ -140,7 +140,7 @@ func killChild(t *testing.T, dir string, syncAlways bool) {
 		t.Fatalf("child stream: %v", err)
 	}
 	for i := 0; i < 1_000_000; i++ {
-		ev := event(i, "succeeded")
+		ev := natstest.Event(i, "succeeded")
 		subj, _ := events.Subject("recon", ev)
 		body, _ := json.Marshal(ev)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

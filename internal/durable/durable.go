@@ -14,12 +14,14 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// Options describe one consumer. Every field is required but MaxAckPending
-// and Logger: the callers own the defaults, which their docs promise.
+// Options describe one consumer. Name, Durable, Statuses and Failure are
+// required; zero values of the others take the defaults, the same for
+// every consumer (the callers' docs promise them).
 type Options struct {
 	// Name begins every log line and error ("page resolver").
 	Name string
-	// Stream and SubjectPrefix are the event stream's.
+	// Stream and SubjectPrefix are the event stream's (defaults RECON,
+	// recon).
 	Stream, SubjectPrefix string
 	// Durable names the consumer all replicas share.
 	Durable string
@@ -31,15 +33,39 @@ type Options struct {
 	// (0: the server's default). 1 handles them strictly in stream order,
 	// a failed one redelivered before any later one.
 	MaxAckPending int
-	// Timeout bounds one handler call; the ack wait is 10 s longer, so the
-	// server does not redeliver an event whose handler still runs.
+	// Timeout bounds one handler call (default 30 s); the ack wait is 10 s
+	// longer, so the server does not redeliver an event whose handler
+	// still runs.
 	Timeout time.Duration
-	// RetryDelay is how long a failed event waits for redelivery.
+	// RetryDelay is how long a failed event waits for redelivery (default
+	// 30 s).
 	RetryDelay time.Duration
 	// Failure names what failed in the log line of a handler error
 	// ("resolve failed"), which says it will be retried.
 	Failure string
 	Logger  *slog.Logger // nil: discard
+}
+
+// defaultWait is Options' default Timeout and RetryDelay.
+const defaultWait = 30 * time.Second
+
+func (o Options) withDefaults() Options {
+	if o.Stream == "" {
+		o.Stream = "RECON"
+	}
+	if o.SubjectPrefix == "" {
+		o.SubjectPrefix = "recon"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = defaultWait
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = defaultWait
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
 
 // Consume creates or updates the durable consumer (delivering from the
@@ -48,10 +74,8 @@ type Options struct {
 // no handler runs. A body that is not an event is terminated (never
 // redelivered) and logged.
 func Consume(ctx context.Context, js jetstream.JetStream, o Options, handle func(context.Context, ledger.Event) error) error {
+	o = o.withDefaults()
 	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	filters := make([]string, 0, len(o.Statuses))
 	for _, s := range o.Statuses {
 		filters = append(filters, o.SubjectPrefix+".*.*."+s)

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // Start starts an embedded server on listen ("" = a random loopback port)
@@ -77,6 +79,15 @@ func EnsureStream(tb testing.TB, js jetstream.JetStream) jetstream.Stream {
 	return st
 }
 
+// JetStream is Start, Connect and EnsureStream in one: the JetStream of a
+// fresh embedded server with the service's default stream.
+func JetStream(tb testing.TB) jetstream.JetStream {
+	tb.Helper()
+	js := Connect(tb, Start(tb, tb.TempDir(), "", false).ClientURL())
+	EnsureStream(tb, js)
+	return js
+}
+
 // StreamCount is the stream's message count.
 func StreamCount(tb testing.TB, st jetstream.Stream) uint64 {
 	tb.Helper()
@@ -87,6 +98,19 @@ func StreamCount(tb testing.TB, st jetstream.Stream) uint64 {
 		tb.Fatalf("stream info: %v", err)
 	}
 	return info.State.Msgs
+}
+
+// BaseTime is when the test events happen: Event i is i seconds after it.
+var BaseTime = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// Event returns the i-th test event of run-1 of tenant acme, a webhook's,
+// with the given status.
+func Event(i int, status string) ledger.Event {
+	return ledger.Event{
+		Key: fmt.Sprintf("key-%04d", i), Tenant: "acme", RunID: "run-1", Tool: "stripe.payment_intents.create",
+		ToolCallID: fmt.Sprintf("call_%d", i), Status: status, ReceiptID: fmt.Sprintf("pi_%d", i),
+		Source: ledger.SourceWebhook, VendorEventID: fmt.Sprintf("evt_%d", i), At: BaseTime.Add(time.Duration(i) * time.Second),
+	}
 }
 
 // Port returns the port of a nats:// URL, so a test can restart a server
