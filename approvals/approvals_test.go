@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/agentledger/reconciler/approvals"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
 	"github.com/agentledger/reconciler/paging"
@@ -238,36 +235,10 @@ func TestNotifierHandleEvent(t *testing.T) {
 	})
 }
 
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // TestNotifierConsume: a request that cannot be paged at first is paged
 // once the pager is back, and the decision closes it.
 func TestNotifierConsume(t *testing.T) {
-	js := jetStream(t)
+	js := natstest.JetStream(t)
 	p := &fakePager{fail: true}
 	n := approvals.NewNotifier(approvals.NotifierOptions{Pagers: []approvals.Pager{p}, Timeout: 200 * time.Millisecond, RetryDelay: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())

@@ -2,16 +2,15 @@ package approvals
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentledger/reconciler/internal/durable"
 	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/paging"
@@ -24,11 +23,8 @@ type Pager interface {
 	Resolve(ctx context.Context, dedupKey string) error
 }
 
-// Notifier defaults.
-const (
-	DefaultNotifierConsumer = "reconciler-approval-notifier"
-	defaultNotifyWait       = 30 * time.Second
-)
+// DefaultNotifierConsumer is the notifier's default durable name.
+const DefaultNotifierConsumer = "reconciler-approval-notifier"
 
 // NotifierOptions configure a Notifier. Zero values take the defaults.
 type NotifierOptions struct {
@@ -66,20 +62,8 @@ func NewNotifier(o NotifierOptions) *Notifier {
 	if o.Source == "" {
 		o.Source = paging.DefaultSource
 	}
-	if o.Stream == "" {
-		o.Stream = "RECON"
-	}
-	if o.SubjectPrefix == "" {
-		o.SubjectPrefix = "recon"
-	}
 	if o.Durable == "" {
 		o.Durable = DefaultNotifierConsumer
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = defaultNotifyWait
-	}
-	if o.RetryDelay <= 0 {
-		o.RetryDelay = defaultNotifyWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -148,62 +132,24 @@ func (n *Notifier) HandleEvent(ctx context.Context, ev ledger.Event) error {
 // not an event is terminated and logged.
 func (n *Notifier) Consume(ctx context.Context, js jetstream.JetStream) error {
 	o := n.o
-	var filters []string
-	for _, s := range []string{ledger.EventApprovalRequested, ledger.EventApproved, ledger.EventDenied, ledger.EventApprovalExpired} {
-		filters = append(filters, o.SubjectPrefix+".*.*."+s)
-	}
-	cfg := jetstream.ConsumerConfig{
-		Durable:        o.Durable,
-		FilterSubjects: filters,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        o.Timeout + 10*time.Second, // longer than a handler may take
-		MaxDeliver:     -1,
+	return durable.Consume(ctx, js, durable.Options{
+		Name:          "approval notifier",
+		Stream:        o.Stream,
+		SubjectPrefix: o.SubjectPrefix,
+		Durable:       o.Durable,
+		Statuses:      []string{ledger.EventApprovalRequested, ledger.EventApproved, ledger.EventDenied, ledger.EventApprovalExpired},
 		// One event at a time, in stream order, a failed one redelivered
 		// before the next: a request's trigger can never land after its
 		// resolve and reopen a decided request's alert. Requests wait for a
-		// human; a notification a moment later costs nothing.
+		// human; a notification a moment later costs nothing. Delivery
+		// starts at the stream's beginning, as the page resolver's: a
+		// consumer created again replays each request's trigger and then
+		// its resolve, so no request made meanwhile goes unasked and no
+		// decided one stays open.
 		MaxAckPending: 1,
-		// From the start, as the page resolver: a consumer created again
-		// replays each request's trigger and then its resolve, so no request
-		// made meanwhile goes unasked and no decided one stays open.
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, o.Stream, cfg)
-	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
-		// A server before 2.10 takes one filter only: take every event of
-		// the prefix; HandleEvent ignores the others.
-		cfg.FilterSubjects, cfg.FilterSubject = nil, o.SubjectPrefix+".>"
-		cons, err = js.CreateOrUpdateConsumer(ctx, o.Stream, cfg)
-	}
-	if err != nil {
-		return fmt.Errorf("approval notifier: consumer %s: %w", o.Durable, err)
-	}
-	var running sync.WaitGroup
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		running.Add(1)
-		defer running.Done()
-		var ev ledger.Event
-		if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.Key == "" {
-			o.Logger.Error("approval notifier: not an event, dropped", "subject", msg.Subject())
-			_ = msg.Term()
-			return
-		}
-		hctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		err := n.HandleEvent(hctx, ev)
-		cancel()
-		if err != nil {
-			o.Logger.Warn("approval notifier: page failed, will retry", "tenant", ev.Tenant, "key", ev.Key, "status", ev.Status, "err", err)
-			_ = msg.NakWithDelay(o.RetryDelay)
-			return
-		}
-		_ = msg.Ack()
-	})
-	if err != nil {
-		return fmt.Errorf("approval notifier: consume: %w", err)
-	}
-	<-ctx.Done()
-	cc.Stop()
-	<-cc.Closed()
-	running.Wait()
-	return nil
+		Timeout:       o.Timeout,
+		RetryDelay:    o.RetryDelay,
+		Failure:       "page failed",
+		Logger:        o.Logger,
+	}, n.HandleEvent)
 }

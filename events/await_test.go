@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
@@ -49,13 +50,13 @@ type awaitResult struct {
 }
 
 func TestAwait(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 
 	// withKey returns event i of run-1 re-keyed, so each case has its own key.
 	withKey := func(i int, key, status string) ledger.Event {
-		ev := event(i, status)
+		ev := natstest.Event(i, status)
 		ev.Key = key
 		return ev
 	}
@@ -171,12 +172,12 @@ func settleAfter(n int, ev ledger.Event) events.LedgerCheck {
 // TestAwaitWithoutStream: when the stream cannot be read, WithLedger still
 // resolves the wait; without it the failure is returned.
 func TestAwaitWithoutStream(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL()) // no stream created
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL()) // no stream created
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	want := event(1, "succeeded")
+	want := natstest.Event(1, "succeeded")
 	got, err := events.Await(ctx, js, "acme", "run-1", want.Key,
 		events.WithPollInterval(10*time.Millisecond), events.WithLedger(settleAfter(2, want)))
 	if err != nil || got != want {

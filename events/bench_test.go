@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -88,11 +89,11 @@ func BenchmarkRelay(b *testing.B) {
 		for _, window := range []int{1, events.DefaultWindow} {
 			b.Run(fmt.Sprintf("%s/window_%d", mode.name, window), func(b *testing.B) {
 				js := benchJS(b, mode.syncAlways, mode.syncInterval)
-				st := ensureStream(b, js)
+				st := natstest.EnsureStream(b, js)
 				out := newFakeOutbox()
 				evs := make([]ledger.Event, b.N)
 				for i := range evs {
-					evs[i] = event(i, "succeeded")
+					evs[i] = natstest.Event(i, "succeeded")
 				}
 				r, err := events.NewRelay(out, js, events.RelayOptions{Window: window})
 				if err != nil {
@@ -101,7 +102,7 @@ func BenchmarkRelay(b *testing.B) {
 				runRelay(b, r)
 				b.ResetTimer()
 				out.add(evs...)
-				testkit.EventuallyWithin(b, 10*time.Minute, "every record published", func() bool { return streamCount(b, st) == uint64(b.N) })
+				testkit.EventuallyWithin(b, 10*time.Minute, "every record published", func() bool { return natstest.StreamCount(b, st) == uint64(b.N) })
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			})
 		}
@@ -128,9 +129,9 @@ func BenchmarkAwaitWake(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { shutdown(b, srv) })
-	js := connect(b, srv.ClientURL())
-	stream := ensureStream(b, js)
+	b.Cleanup(func() { natstest.Shutdown(b, srv) })
+	js := natstest.Connect(b, srv.ClientURL())
+	stream := natstest.EnsureStream(b, js)
 	r, err := events.NewRelay(st, js, events.RelayOptions{SyncedAfter: 3 * time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -183,16 +184,16 @@ func benchJS(b *testing.B, syncAlways bool, syncInterval time.Duration) jetstrea
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { shutdown(b, s) })
-	js := connect(b, s.ClientURL())
-	ensureStream(b, js)
+	b.Cleanup(func() { natstest.Shutdown(b, s) })
+	js := natstest.Connect(b, s.ClientURL())
+	natstest.EnsureStream(b, js)
 	return js
 }
 
 func benchMsgs(n int) []*nats.Msg {
 	msgs := make([]*nats.Msg, n)
 	for i := range msgs {
-		ev := event(i, "succeeded")
+		ev := natstest.Event(i, "succeeded")
 		subj, _ := events.Subject("recon", ev)
 		body, _ := json.Marshal(ev)
 		msgs[i] = &nats.Msg{Subject: subj, Data: body}
@@ -200,4 +201,4 @@ func benchMsgs(n int) []*nats.Msg {
 	return msgs
 }
 
-func benchID(i int) string { return event(i, "succeeded").MsgID() }
+func benchID(i int) string { return natstest.Event(i, "succeeded").MsgID() }

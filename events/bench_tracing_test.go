@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -31,11 +32,11 @@ func BenchmarkRelayTraced(b *testing.B) {
 	for _, mode := range []string{"off", "otlp", "sdk_noop_exporter"} {
 		b.Run(mode, func(b *testing.B) {
 			js := benchJS(b, false, natsserver.DefaultSyncInterval)
-			st := ensureStream(b, js)
+			st := natstest.EnsureStream(b, js)
 			out := newFakeOutbox()
 			evs := make([]ledger.Event, b.N)
 			for i := range evs {
-				evs[i] = event(i, "succeeded")
+				evs[i] = natstest.Event(i, "succeeded")
 				evs[i].Traceparent = claimTP
 			}
 			var tp trace.TracerProvider
@@ -52,7 +53,7 @@ func BenchmarkRelayTraced(b *testing.B) {
 			runRelay(b, r)
 			b.ResetTimer()
 			out.add(evs...)
-			testkit.EventuallyWithin(b, 10*time.Minute, "every record published", func() bool { return streamCount(b, st) == uint64(b.N) })
+			testkit.EventuallyWithin(b, 10*time.Minute, "every record published", func() bool { return natstest.StreamCount(b, st) == uint64(b.N) })
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}

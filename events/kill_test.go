@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -162,9 +163,9 @@ func verifyAfterKill(t *testing.T, dir string, committed map[string]bool) {
 	if err != nil {
 		t.Fatalf("restart nats: %v", err)
 	}
-	defer shutdown(t, srv)
-	js := connect(t, srv.ClientURL())
-	stream := ensureStream(t, js)
+	defer natstest.Shutdown(t, srv)
+	js := natstest.Connect(t, srv.ClientURL())
+	stream := natstest.EnsureStream(t, js)
 	r, err := events.NewRelay(st, js, events.RelayOptions{Window: killWindow, SyncedAfter: killSyncedAfter, Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

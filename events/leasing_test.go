@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
@@ -67,11 +68,12 @@ func TestRelaysShareLeasingOutbox(t *testing.T) {
 }
 
 func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
-	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
+	u := pgtest.Schema(t)
+	stores := pgtest.Stores(t, 2, func(ctx context.Context) (*postgres.Store, error) { return postgres.Open(ctx, u, postgres.Options{}) })
 	ctx := context.Background()
-	srv := startServer(t, t.TempDir(), "", false)
-	js := connect(t, srv.ClientURL())
-	st := ensureStream(t, js)
+	srv := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, srv.ClientURL())
+	st := natstest.EnsureStream(t, js)
 
 	const keys = 40
 	now := time.Now().UTC()
@@ -127,7 +129,7 @@ func shareLeasingOutbox(t *testing.T, syncedAfter time.Duration) {
 	}
 	testkit.EventuallyWithin(t, 30*time.Second, "every event on the stream and the outbox empty", func() bool {
 		recs, err := stores[0].PendingEvents(ctx, 1)
-		return err == nil && len(recs) == 0 && streamCount(t, st) == 2*keys
+		return err == nil && len(recs) == 0 && natstest.StreamCount(t, st) == 2*keys
 	})
 
 	t.Run("each record published once", func(t *testing.T) {
@@ -263,9 +265,9 @@ func (p *slowPublisher) count() int {
 // batch of three (the third could outlive the lease), leaves the third
 // alone while its lease runs, and publishes it after the lease ends.
 func TestRelayStopsInsideLease(t *testing.T) {
-	clk := testkit.NewClock(baseTime)
+	clk := testkit.NewClock(natstest.BaseTime)
 	out := &leasingFake{fakeOutbox: newFakeOutbox()}
-	out.add(event(1, "succeeded"), event(2, "succeeded"), event(3, "succeeded"))
+	out.add(natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded"), natstest.Event(3, "succeeded"))
 	pub := &slowPublisher{clk: clk, step: 12 * time.Second}
 	r, err := events.NewRelay(out, pub, events.RelayOptions{
 		Lease: 25 * time.Second, PublishTimeout: 5 * time.Second, Interval: 5 * time.Millisecond, Now: clk.Now,
@@ -322,10 +324,10 @@ func (p *failOncePublisher) keys() []string {
 // while the lease has room, in order, instead of waiting for the lease to
 // end (the clock stands still here, so the lease never ends).
 func TestRelayRetriesHeldRecordsInsideLease(t *testing.T) {
-	clk := testkit.NewClock(baseTime)
+	clk := testkit.NewClock(natstest.BaseTime)
 	out := &leasingFake{fakeOutbox: newFakeOutbox()}
-	out.add(event(1, "succeeded"), event(2, "succeeded"), event(3, "succeeded"))
-	pub := &failOncePublisher{failOn: event(2, "").Key}
+	out.add(natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded"), natstest.Event(3, "succeeded"))
+	pub := &failOncePublisher{failOn: natstest.Event(2, "").Key}
 	r, err := events.NewRelay(out, pub, events.RelayOptions{
 		Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Now: clk.Now,
 	})
@@ -335,7 +337,7 @@ func TestRelayRetriesHeldRecordsInsideLease(t *testing.T) {
 	runRelay(t, r)
 	testkit.EventuallyWithin(t, 10*time.Second, "every record published and acked", func() bool { return out.len() == 0 })
 	got := fmt.Sprint(pub.keys())
-	if want := fmt.Sprint([]string{event(1, "").Key, event(2, "").Key, event(3, "").Key}); got != want {
+	if want := fmt.Sprint([]string{natstest.Event(1, "").Key, natstest.Event(2, "").Key, natstest.Event(3, "").Key}); got != want {
 		t.Errorf("published: got %s, want %s", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/memstore"
@@ -21,12 +22,12 @@ import (
 func TestRelayWithStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	store := memstore.New(ledger.DefaultPolicy())
 
-	now := baseTime
+	now := natstest.BaseTime
 	claim, err := ledger.NewClaim(ledger.ClaimRequest{
 		Tenant: "acme", RunID: "run-7", Tool: "stripe.payment_intents.create", ToolCallID: "call_1",
 		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
@@ -50,7 +51,7 @@ func TestRelayWithStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	testkit.EventuallyWithin(t, 10*time.Second, "unknown relayed", func() bool { return streamCount(t, st) == 1 })
+	testkit.EventuallyWithin(t, 10*time.Second, "unknown relayed", func() bool { return natstest.StreamCount(t, st) == 1 })
 
 	awaited := make(chan awaitResult, 1)
 	go func() {
@@ -126,11 +127,11 @@ func (g *gatedPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishO
 // TestRelayStopFinishesInFlight: cancelling Run during a publish finishes
 // that publish, deletes its record, publishes nothing after it, and returns.
 func TestRelayStopFinishesInFlight(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	evs := []ledger.Event{event(0, "succeeded"), event(1, "succeeded"), event(2, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded")}
 	out.add(evs...)
 	g := &gatedPublisher{js: js, started: make(chan string, 3), release: make(chan struct{})}
 	r, err := events.NewRelay(out, g, fastRelay(nil, 10))

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -130,7 +131,7 @@ func keyedEvents(keys, n int) []ledger.Event {
 	statuses := []string{"unknown", ledger.EventEscalated, "succeeded"}
 	var evs []ledger.Event
 	for i := range n {
-		ev := event(i, statuses[(i/keys)%len(statuses)])
+		ev := natstest.Event(i, statuses[(i/keys)%len(statuses)])
 		ev.Key = fmt.Sprintf("key-%03d", i%keys)
 		ev.VendorEventID = fmt.Sprintf("evt_%d", i)
 		evs = append(evs, ev)
@@ -246,12 +247,12 @@ func TestRelayKeyOrder(t *testing.T) {
 // next one publishes them again (the stream's duplicates window drops
 // them).
 func TestRelayHoldsUntilSynced(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
-	clk := testkit.NewClock(baseTime.Add(time.Hour))
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
+	clk := testkit.NewClock(natstest.BaseTime.Add(time.Hour))
 	out := newFakeOutbox()
-	first := []ledger.Event{event(0, "succeeded"), event(1, "unknown"), event(2, "succeeded")}
+	first := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "unknown"), natstest.Event(2, "succeeded")}
 	out.add(first...)
 	reg := prometheus.NewRegistry()
 	opts := fastRelay(relayMetrics(t, reg), 10)
@@ -261,13 +262,13 @@ func TestRelayHoldsUntilSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runRelay(t, r)
-	testkit.EventuallyWithin(t, 10*time.Second, "published", func() bool { return streamCount(t, st) == 3 })
+	testkit.EventuallyWithin(t, 10*time.Second, "published", func() bool { return natstest.StreamCount(t, st) == 3 })
 	testkit.EventuallyWithin(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
 
 	clk.Advance(time.Second)
-	second := []ledger.Event{event(3, "succeeded")}
+	second := []ledger.Event{natstest.Event(3, "succeeded")}
 	out.add(second...)
-	testkit.EventuallyWithin(t, 10*time.Second, "the later record published", func() bool { return streamCount(t, st) == 4 })
+	testkit.EventuallyWithin(t, 10*time.Second, "the later record published", func() bool { return natstest.StreamCount(t, st) == 4 })
 	time.Sleep(200 * time.Millisecond) // several Intervals and delete rounds
 	if got := out.len(); got != 4 {
 		t.Fatalf("outbox within SyncedAfter of the PubAcks: %d records, want all 4 held", got)
@@ -306,13 +307,13 @@ func TestRelayHoldsUntilSynced(t *testing.T) {
 // lost what it had not synced (here: all of it) gets the records the relay
 // still holds again, after the relay's reconnect.
 func TestRelayRepublishesHeldAfterReconnect(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
+	s := natstest.Start(t, t.TempDir(), "", false)
 	url := s.ClientURL()
-	listen := fmt.Sprintf("127.0.0.1:%d", port(t, url))
-	js := connect(t, url)
-	ensureStream(t, js)
+	listen := fmt.Sprintf("127.0.0.1:%d", natstest.Port(t, url))
+	js := natstest.Connect(t, url)
+	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	evs := []ledger.Event{event(0, "unknown"), event(1, "succeeded"), event(0, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "unknown"), natstest.Event(1, "succeeded"), natstest.Event(0, "succeeded")}
 	evs[2].Key = evs[0].Key
 	out.add(evs...)
 	opts := fastRelay(nil, 10)
@@ -328,13 +329,13 @@ func TestRelayRepublishesHeldAfterReconnect(t *testing.T) {
 
 	// The new server starts from an empty store, as one that lost power
 	// before its first sync would.
-	shutdown(t, s)
-	s2 := startServer(t, t.TempDir(), listen, false)
+	natstest.Shutdown(t, s)
+	s2 := natstest.Start(t, t.TempDir(), listen, false)
 	if s2.ClientURL() != url {
 		t.Fatalf("restarted on %s, want %s", s2.ClientURL(), url)
 	}
-	st2 := ensureStream(t, connect(t, url))
-	testkit.EventuallyWithin(t, 20*time.Second, "held records published again", func() bool { return streamCount(t, st2) == 3 })
+	st2 := natstest.EnsureStream(t, natstest.Connect(t, url))
+	testkit.EventuallyWithin(t, 20*time.Second, "held records published again", func() bool { return natstest.StreamCount(t, st2) == 3 })
 	checkStream(t, st2, evs)
 	if got := out.len(); got != 3 {
 		t.Errorf("outbox: %d records, want the 3 still held", got)
@@ -356,7 +357,7 @@ func TestRelayBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	// fastRelay's clock stands an hour after baseTime; event i is i seconds after it.
+	// fastRelay's clock stands an hour after natstest.BaseTime; event i is i seconds after it.
 	wantOldest := time.Hour.Seconds()
 	testkit.EventuallyWithin(t, 10*time.Second, "the backlog counted", func() bool {
 		depth, oldest := r.Backlog()
@@ -395,7 +396,7 @@ func streamCountAt(tb testing.TB, js jetstream.JetStream) uint64 {
 	if err != nil {
 		return 0
 	}
-	return streamCount(tb, st)
+	return natstest.StreamCount(tb, st)
 }
 
 // TestRelayKeepsHeldWhileServerDown: a held record is deleted only once
@@ -405,13 +406,13 @@ func streamCountAt(tb testing.TB, js jetstream.JetStream) uint64 {
 // reconnect the relay publishes it again; only then is it deleted.
 func TestRelayKeepsHeldWhileServerDown(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, dir, "", false)
+	s := natstest.Start(t, dir, "", false)
 	url := s.ClientURL()
-	listen := fmt.Sprintf("127.0.0.1:%d", port(t, url))
-	js := connect(t, url)
-	ensureStream(t, js)
+	listen := fmt.Sprintf("127.0.0.1:%d", natstest.Port(t, url))
+	js := natstest.Connect(t, url)
+	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	evs := []ledger.Event{event(0, "succeeded"), event(1, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "succeeded")}
 	out.add(evs...)
 	reg := prometheus.NewRegistry()
 	opts := fastRelay(relayMetrics(t, reg), 10)
@@ -424,12 +425,12 @@ func TestRelayKeepsHeldWhileServerDown(t *testing.T) {
 	testkit.EventuallyWithin(t, 10*time.Second, "published", func() bool {
 		return metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished) == 2
 	})
-	shutdown(t, s) // within SyncedAfter of the PubAcks
+	natstest.Shutdown(t, s) // within SyncedAfter of the PubAcks
 	time.Sleep(time.Second)
 	if got := out.len(); got != 2 {
 		t.Fatalf("outbox with the server gone: %d records, want both still held", got)
 	}
-	startServer(t, dir, listen, false)
+	natstest.Start(t, dir, listen, false)
 	testkit.EventuallyWithin(t, 20*time.Second, "published again and deleted", func() bool { return out.len() == 0 })
 	if got := metric(t, reg, "reconciler_relay_publishes_total", events.ResultDuplicate); got != 2 {
 		t.Errorf("duplicates: got %v, want 2 (the restarted server had kept both)", got)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,7 @@ func fastRelay(met events.RelayMetrics, batch int) events.RelayOptions {
 		Metrics: met, Batch: batch,
 		PublishTimeout: 500 * time.Millisecond, Interval: 50 * time.Millisecond,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-		Now: func() time.Time { return baseTime.Add(time.Hour) },
+		Now: func() time.Time { return natstest.BaseTime.Add(time.Hour) },
 	}
 }
 
@@ -67,13 +68,13 @@ func TestRelayPublishesInOrder(t *testing.T) {
 	statuses := []string{"unknown", "succeeded", "failed_poison", ledger.EventEscalated}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, t.TempDir(), "", false)
-			js := connect(t, s.ClientURL())
-			st := ensureStream(t, js)
+			s := natstest.Start(t, t.TempDir(), "", false)
+			js := natstest.Connect(t, s.ClientURL())
+			st := natstest.EnsureStream(t, js)
 			out := newFakeOutbox()
 			var want []ledger.Event
 			for i := range tc.n {
-				want = append(want, event(i, statuses[i%len(statuses)]))
+				want = append(want, natstest.Event(i, statuses[i%len(statuses)]))
 			}
 			out.add(want...)
 
@@ -101,7 +102,7 @@ func TestRelayPublishesInOrder(t *testing.T) {
 			}
 
 			// A record committed later is published on notification.
-			late := event(tc.n, "succeeded")
+			late := natstest.Event(tc.n, "succeeded")
 			out.add(late)
 			testkit.EventuallyWithin(t, 10*time.Second, "late record drained", func() bool { return out.len() == 0 })
 			checkStream(t, st, append(want, late))
@@ -113,14 +114,14 @@ func TestRelayPublishesInOrder(t *testing.T) {
 // delete the records (a crash or a store error before AckEvents): the
 // republished records are JetStream duplicates, stored once.
 func TestRelayDuplicatePublish(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
 	t.Run("PubAck reports the duplicate", func(t *testing.T) {
-		ev := event(100, "succeeded")
+		ev := natstest.Event(100, "succeeded")
 		body, _ := json.Marshal(ev)
 		subj, _ := events.Subject("recon", ev)
 		for i, wantDup := range []bool{false, true} {
@@ -132,7 +133,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 				t.Fatalf("publish %d: Duplicate got %v, want %v", i, ack.Duplicate, wantDup)
 			}
 		}
-		if got := streamCount(t, st); got != 1 {
+		if got := natstest.StreamCount(t, st); got != 1 {
 			t.Fatalf("stream count: got %d, want 1", got)
 		}
 		if err := st.Purge(ctx); err != nil {
@@ -145,7 +146,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 		out.failAcks = 2
 		var want []ledger.Event
 		for i := range 5 {
-			want = append(want, event(i, "succeeded"))
+			want = append(want, natstest.Event(i, "succeeded"))
 		}
 		out.add(want...)
 		reg := prometheus.NewRegistry()
@@ -173,7 +174,7 @@ func TestRelayDuplicatePublish(t *testing.T) {
 		out := newFakeOutbox()
 		var want []ledger.Event
 		for i := range 6 {
-			want = append(want, event(200+i, "failed_poison"))
+			want = append(want, natstest.Event(200+i, "failed_poison"))
 		}
 		out.add(want...)
 		for _, ev := range want[:3] {
@@ -202,11 +203,11 @@ func TestRelayDuplicatePublish(t *testing.T) {
 // exactly once, in commit order, and that Healthy reported the outage.
 func TestRelaySurvivesNATSOutage(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, dir, "", false)
+	s := natstest.Start(t, dir, "", false)
 	url := s.ClientURL()
-	listen := fmt.Sprintf("127.0.0.1:%d", port(t, url))
-	js := connect(t, url)
-	ensureStream(t, js)
+	listen := fmt.Sprintf("127.0.0.1:%d", natstest.Port(t, url))
+	js := natstest.Connect(t, url)
+	natstest.EnsureStream(t, js)
 
 	out := newFakeOutbox()
 	reg := prometheus.NewRegistry()
@@ -235,7 +236,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			ev := event(i, []string{"unknown", "succeeded"}[i%2])
+			ev := natstest.Event(i, []string{"unknown", "succeeded"}[i%2])
 			mu.Lock()
 			want = append(want, ev)
 			out.add(ev)
@@ -246,7 +247,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 	testkit.EventuallyWithin(t, 10*time.Second, "some records relayed", func() bool {
 		return metric(t, reg, "reconciler_relay_publishes_total", events.ResultPublished) >= 20
 	})
-	shutdown(t, s)
+	natstest.Shutdown(t, s)
 	testkit.EventuallyWithin(t, 10*time.Second, "Healthy reports the outage", func() bool { return r.Healthy() != nil })
 	before := produced()
 	testkit.EventuallyWithin(t, 10*time.Second, "records committed during the outage", func() bool { return produced() >= before+30 })
@@ -254,7 +255,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 		t.Fatalf("outbox during outage: got %d records, want >= 30 kept", got)
 	}
 
-	s2 := startServer(t, dir, listen, false)
+	s2 := natstest.Start(t, dir, listen, false)
 	if s2.ClientURL() != url {
 		t.Fatalf("restarted on %s, want %s", s2.ClientURL(), url)
 	}
@@ -266,7 +267,7 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 	<-prodDone
 	testkit.EventuallyWithin(t, 20*time.Second, "outbox drained", func() bool { return out.len() == 0 })
 
-	js2 := connect(t, s2.ClientURL())
+	js2 := natstest.Connect(t, s2.ClientURL())
 	st, err := js2.Stream(context.Background(), events.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
@@ -283,9 +284,9 @@ func TestRelaySurvivesNATSOutage(t *testing.T) {
 }
 
 func TestRelayHealthyReportsOutboxErrors(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	out.failRead = ledger.ErrUnavailable
 	r, err := events.NewRelay(out, js, fastRelay(nil, 10))
@@ -301,13 +302,13 @@ func TestRelayHealthyReportsOutboxErrors(t *testing.T) {
 }
 
 func TestRelayDropsInvalidRecord(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	bad := event(1, "succeeded")
+	bad := natstest.Event(1, "succeeded")
 	bad.RunID = "not.a.token"
-	good := []ledger.Event{event(0, "succeeded"), event(2, "succeeded")}
+	good := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(2, "succeeded")}
 	out.add(good[0], bad, good[1])
 	reg := prometheus.NewRegistry()
 	r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 10))
@@ -323,8 +324,8 @@ func TestRelayDropsInvalidRecord(t *testing.T) {
 }
 
 func TestRelayRunOnce(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
 	r, err := events.NewRelay(newFakeOutbox(), js, fastRelay(nil, 10))
 	if err != nil {
 		t.Fatal(err)
@@ -353,20 +354,20 @@ func TestRelayWake(t *testing.T) {
 			out.mu.Lock()
 			out.failRead = nil
 			out.mu.Unlock()
-			out.add(event(1, "succeeded")) // notifies; the backoff ignores it
+			out.add(natstest.Event(1, "succeeded")) // notifies; the backoff ignores it
 		}},
 		{"idle with the notification lost", func(out *fakeOutbox, r *events.Relay) {
 			testkit.EventuallyWithin(t, 10*time.Second, "healthy", func() bool { return r.Healthy() == nil })
 			out.mu.Lock()
 			out.failRead, out.quiet = nil, true
 			out.mu.Unlock()
-			out.add(event(1, "succeeded"))
+			out.add(natstest.Event(1, "succeeded"))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, t.TempDir(), "", false)
-			js := connect(t, s.ClientURL())
-			st := ensureStream(t, js)
+			s := natstest.Start(t, t.TempDir(), "", false)
+			js := natstest.Connect(t, s.ClientURL())
+			st := natstest.EnsureStream(t, js)
 			out := newFakeOutbox()
 			if tc.name == "backoff after a failed pass" {
 				out.failRead = ledger.ErrUnavailable
@@ -380,11 +381,11 @@ func TestRelayWake(t *testing.T) {
 			runRelay(t, r)
 			tc.setup(out, r)
 			time.Sleep(300 * time.Millisecond)
-			if n := streamCount(t, st); n != 0 || out.len() != 1 {
+			if n := natstest.StreamCount(t, st); n != 0 || out.len() != 1 {
 				t.Fatalf("before Wake: stream holds %d, outbox %d; want 0 and 1 (the relay should be waiting)", n, out.len())
 			}
 			r.Wake()
-			testkit.EventuallyWithin(t, 10*time.Second, "published after Wake", func() bool { return streamCount(t, st) == 1 && out.len() == 0 })
+			testkit.EventuallyWithin(t, 10*time.Second, "published after Wake", func() bool { return natstest.StreamCount(t, st) == 1 && out.len() == 0 })
 		})
 	}
 }
@@ -393,11 +394,11 @@ func TestRelayWake(t *testing.T) {
 // business key to the same status are two messages, not one message and a
 // duplicate (the Nats-Msg-Id carries the tenant).
 func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
-	a, b := event(1, "succeeded"), event(1, "succeeded")
+	a, b := natstest.Event(1, "succeeded"), natstest.Event(1, "succeeded")
 	a.Key, b.Key = "cart-123", "cart-123"
 	b.Tenant = "globex"
 	out.add(a, b)
@@ -414,9 +415,9 @@ func TestRelayTwoTenantsOneBusinessKey(t *testing.T) {
 // the outbox, in order, within its context; it refuses to run beside Run,
 // and with NATS unreachable it returns an error and keeps the records.
 func TestRelayDrain(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	st := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	st := natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	r, err := events.NewRelay(out, js, fastRelay(nil, 2))
 	if err != nil {
@@ -431,7 +432,7 @@ func TestRelayDrain(t *testing.T) {
 	out.mu.Lock()
 	out.quiet = true
 	out.mu.Unlock()
-	evs := []ledger.Event{event(0, "succeeded"), event(1, "unknown"), event(2, "succeeded"), event(3, "failed_poison"), event(4, "succeeded")}
+	evs := []ledger.Event{natstest.Event(0, "succeeded"), natstest.Event(1, "unknown"), natstest.Event(2, "succeeded"), natstest.Event(3, "failed_poison"), natstest.Event(4, "succeeded")}
 	out.add(evs...) // committed by the last requests, after Run stopped
 	if err := r.Drain(t.Context()); err != nil {
 		t.Fatalf("Drain: %v", err)
@@ -441,8 +442,8 @@ func TestRelayDrain(t *testing.T) {
 	}
 	checkStream(t, st, evs)
 
-	shutdown(t, s)
-	out.add(event(5, "succeeded"))
+	natstest.Shutdown(t, s)
+	out.add(natstest.Event(5, "succeeded"))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	if err := r.Drain(ctx); err == nil {

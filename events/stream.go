@@ -85,53 +85,18 @@ func EnsureWorkStream(ctx context.Context, js jetstream.JetStream, cfg WorkStrea
 	if cfg.Duplicates == 0 {
 		cfg.Duplicates = DefaultDuplicates
 	}
-	prefix := WorkSubjectPrefix(cfg.SubjectPrefix)
-	if err := ValidSubjectPrefix(prefix); err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
-	}
-	if cfg.Duplicates < 0 || cfg.Replicas < 0 || cfg.Replicas > 5 {
-		return nil, fmt.Errorf("ensure stream %s: negative duplicates window, or replicas %d not 1 to 5", cfg.Name, cfg.Replicas)
-	}
-	subjects := []string{prefix + ".>"}
-	existing, err := js.Stream(ctx, cfg.Name)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        cfg.Name,
-			Description: "reconciler work items (outbox autonomy)",
-			Subjects:    subjects,
-			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.WorkQueuePolicy,
-			Duplicates:  cfg.Duplicates,
-			Replicas:    max(cfg.Replicas, 1),
-		})
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return EnsureWorkStream(ctx, js, cfg)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("ensure stream %s: create: %w", cfg.Name, err)
-		}
-		return s, nil
-	case err != nil:
-		return nil, fmt.Errorf("ensure stream %s: look up: %w", cfg.Name, err)
-	}
-	sc := existing.CachedInfo().Config
-	if sc.Retention != jetstream.WorkQueuePolicy || sc.Storage != jetstream.FileStorage {
-		return nil, fmt.Errorf("ensure stream %s: it has %s retention and %s storage; work items need work-queue retention and file storage (recreate it)",
-			cfg.Name, sc.Retention, sc.Storage)
-	}
-	sc.Subjects, sc.Duplicates = subjects, cfg.Duplicates
-	if sc.MaxAge != 0 && sc.MaxAge < sc.Duplicates {
-		return nil, fmt.Errorf("ensure stream %s: its max age %s is shorter than the duplicates window %s", cfg.Name, sc.MaxAge, sc.Duplicates)
-	}
-	if cfg.Replicas != 0 {
-		sc.Replicas = cfg.Replicas
-	}
-	s, err := js.UpdateStream(ctx, sc)
-	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: update: %w", cfg.Name, err)
-	}
-	return s, nil
+	return ensureStream(ctx, js, streamSpec{
+		name: cfg.Name, description: "reconciler work items (outbox autonomy)",
+		prefix: WorkSubjectPrefix(cfg.SubjectPrefix), retention: jetstream.WorkQueuePolicy,
+		duplicates: cfg.Duplicates, replicas: cfg.Replicas,
+		usable: func(sc jetstream.StreamConfig) error {
+			if sc.Retention != jetstream.WorkQueuePolicy || sc.Storage != jetstream.FileStorage {
+				return fmt.Errorf("it has %s retention and %s storage; work items need work-queue retention and file storage (recreate it)",
+					sc.Retention, sc.Storage)
+			}
+			return nil
+		},
+	})
 }
 
 // ErrInvalidEvent means an event cannot be turned into a subject (a tenant or
@@ -178,60 +143,90 @@ func (c StreamConfig) withDefaults() StreamConfig {
 // update it from defaults: that would scale a replicated stream down.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
-	if err := ValidSubjectPrefix(cfg.SubjectPrefix); err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	return ensureStream(ctx, js, streamSpec{
+		name: cfg.Name, description: "reconciler resolution events",
+		prefix: cfg.SubjectPrefix, retention: jetstream.LimitsPolicy,
+		duplicates: cfg.Duplicates, maxAge: cfg.MaxAge, replicas: cfg.Replicas,
+		usable: func(sc jetstream.StreamConfig) error {
+			if sc.Storage != jetstream.FileStorage {
+				return fmt.Errorf("it uses %s storage; events need file storage (recreate it)", sc.Storage)
+			}
+			return nil
+		},
+	})
+}
+
+// streamSpec is what the event stream and the work stream differ in.
+type streamSpec struct {
+	name, description string
+	prefix            string // subjects <prefix>.>
+	retention         jetstream.RetentionPolicy
+	duplicates        time.Duration
+	maxAge            time.Duration // 0: keep an existing stream's
+	replicas          int           // 0: keep an existing stream's; 1 for a new one
+	// usable says why an existing stream cannot be updated into this one
+	// (JetStream cannot change its retention or storage); nil: it can.
+	usable func(jetstream.StreamConfig) error
+}
+
+// ensureStream creates the stream of spec, or updates an existing one to it:
+// subjects, duplicates window, and max age and replicas when spec sets them.
+// Every other setting of an existing stream is kept.
+func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec) (jetstream.Stream, error) {
+	if err := ValidSubjectPrefix(spec.prefix); err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", spec.name, err)
 	}
-	if cfg.Duplicates < 0 || cfg.MaxAge < 0 {
-		return nil, fmt.Errorf("ensure stream %s: negative duplicates window or max age", cfg.Name)
+	if spec.duplicates < 0 || spec.maxAge < 0 {
+		return nil, fmt.Errorf("ensure stream %s: negative duplicates window or max age", spec.name)
 	}
-	if cfg.Replicas < 0 || cfg.Replicas > 5 {
-		return nil, fmt.Errorf("ensure stream %s: replicas %d, want 1 to 5", cfg.Name, cfg.Replicas)
+	if spec.replicas < 0 || spec.replicas > 5 {
+		return nil, fmt.Errorf("ensure stream %s: replicas %d, want 1 to 5", spec.name, spec.replicas)
 	}
-	if cfg.MaxAge != 0 && cfg.MaxAge < cfg.Duplicates {
-		return nil, fmt.Errorf("ensure stream %s: max age %s is shorter than the duplicates window %s", cfg.Name, cfg.MaxAge, cfg.Duplicates)
+	if spec.maxAge != 0 && spec.maxAge < spec.duplicates {
+		return nil, fmt.Errorf("ensure stream %s: max age %s is shorter than the duplicates window %s", spec.name, spec.maxAge, spec.duplicates)
 	}
-	subjects := []string{cfg.SubjectPrefix + ".>"}
-	existing, err := js.Stream(ctx, cfg.Name)
+	subjects := []string{spec.prefix + ".>"}
+	existing, err := js.Stream(ctx, spec.name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        cfg.Name,
-			Description: "reconciler resolution events",
+			Name:        spec.name,
+			Description: spec.description,
 			Subjects:    subjects,
 			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.LimitsPolicy,
-			Duplicates:  cfg.Duplicates,
-			MaxAge:      cfg.MaxAge,
-			Replicas:    max(cfg.Replicas, 1),
+			Retention:   spec.retention,
+			Duplicates:  spec.duplicates,
+			MaxAge:      spec.maxAge,
+			Replicas:    max(spec.replicas, 1),
 		})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Another replica created it meanwhile: update that one.
-			return EnsureStream(ctx, js, cfg)
+			return ensureStream(ctx, js, spec)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ensure stream %s: create: %w", cfg.Name, err)
+			return nil, fmt.Errorf("ensure stream %s: create: %w", spec.name, err)
 		}
 		return s, nil
 	case err != nil:
-		return nil, fmt.Errorf("ensure stream %s: look up: %w", cfg.Name, err)
+		return nil, fmt.Errorf("ensure stream %s: look up: %w", spec.name, err)
 	}
 	sc := existing.CachedInfo().Config
-	if sc.Storage != jetstream.FileStorage {
-		return nil, fmt.Errorf("ensure stream %s: it uses %s storage; events need file storage (recreate it)", cfg.Name, sc.Storage)
+	if err := spec.usable(sc); err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", spec.name, err)
 	}
-	sc.Subjects, sc.Duplicates = subjects, cfg.Duplicates
-	if cfg.MaxAge != 0 {
-		sc.MaxAge = cfg.MaxAge
+	sc.Subjects, sc.Duplicates = subjects, spec.duplicates
+	if spec.maxAge != 0 {
+		sc.MaxAge = spec.maxAge
 	}
 	if sc.MaxAge != 0 && sc.MaxAge < sc.Duplicates {
-		return nil, fmt.Errorf("ensure stream %s: its max age %s is shorter than the duplicates window %s", cfg.Name, sc.MaxAge, sc.Duplicates)
+		return nil, fmt.Errorf("ensure stream %s: its max age %s is shorter than the duplicates window %s", spec.name, sc.MaxAge, sc.Duplicates)
 	}
-	if cfg.Replicas != 0 {
-		sc.Replicas = cfg.Replicas
+	if spec.replicas != 0 {
+		sc.Replicas = spec.replicas
 	}
 	s, err := js.UpdateStream(ctx, sc)
 	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: update: %w", cfg.Name, err)
+		return nil, fmt.Errorf("ensure stream %s: update: %w", spec.name, err)
 	}
 	return s, nil
 }

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestEnsureStream(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -86,7 +87,7 @@ func TestSubject(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := event(1, "succeeded")
+			ev := natstest.Event(1, "succeeded")
 			if tc.mutate != nil {
 				tc.mutate(&ev)
 			}
@@ -117,8 +118,8 @@ func TestEnsureStreamKeepsOperatorSettings(t *testing.T) {
 		{"a configured max age wins", events.StreamConfig{MaxAge: 48 * time.Hour}, 48 * time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, t.TempDir(), "", false)
-			js := connect(t, s.ClientURL())
+			s := natstest.Start(t, t.TempDir(), "", false)
+			js := natstest.Connect(t, s.ClientURL())
 			ctx := t.Context()
 			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 				Name: events.DefaultStream, Subjects: []string{"recon.>"}, Storage: jetstream.FileStorage,
@@ -144,8 +145,8 @@ func TestEnsureStreamKeepsOperatorSettings(t *testing.T) {
 		})
 	}
 	t.Run("a stream that cannot be looked up is an error", func(t *testing.T) {
-		s := startServer(t, t.TempDir(), "", false)
-		js := connect(t, s.ClientURL())
+		s := natstest.Start(t, t.TempDir(), "", false)
+		js := natstest.Connect(t, s.ClientURL())
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		if _, err := events.EnsureStream(ctx, js, events.StreamConfig{}); err == nil {

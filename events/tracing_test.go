@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/internal/tracing"
 )
@@ -21,9 +22,9 @@ const claimTP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // conventions, and puts that span's context in the message's traceparent
 // header, which Await returns and ResumeContext continues.
 func TestRelayPublishSpan(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	out := newFakeOutbox()
@@ -33,7 +34,7 @@ func TestRelayPublishSpan(t *testing.T) {
 	}
 	stop := runRelay(t, r)
 	defer stop()
-	ev := event(1, "succeeded")
+	ev := natstest.Event(1, "succeeded")
 	ev.Traceparent = claimTP
 	out.add(ev)
 
@@ -77,16 +78,16 @@ func TestRelayPublishSpan(t *testing.T) {
 // carries the row's own traceparent, so a traced runtime still joins the
 // claim's trace; an event without one carries none.
 func TestRelayUntracedCarriesRowTraceparent(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	out := newFakeOutbox()
 	r, err := events.NewRelay(out, js, events.RelayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer runRelay(t, r)()
-	traced, plain := event(1, "succeeded"), event(2, "succeeded")
+	traced, plain := natstest.Event(1, "succeeded"), natstest.Event(2, "succeeded")
 	traced.Traceparent = claimTP
 	out.add(traced, plain)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -11,13 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
 
 // workItem is a queued claim's outbox record for tool.
 func workItem(i int, tool string) ledger.Event {
-	ev := event(i, ledger.EventQueued)
+	ev := natstest.Event(i, ledger.EventQueued)
 	ev.Tool, ev.ReceiptID, ev.VendorEventID, ev.Source = tool, "", "", ledger.SourceRuntime
 	ev.Work = &ledger.WorkItem{
 		Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent, MetadataLocalID: "rl_1",
@@ -77,17 +78,17 @@ func TestWorkSubject(t *testing.T) {
 // every other event to RECON, in commit order; an item whose tool is no
 // subject is dropped as invalid.
 func TestRelayRoutesWorkItems(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	recon := ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	recon := natstest.EnsureStream(t, js)
 	work := ensureWorkStream(t, js) // beside RECON: the subjects do not overlap
 
 	out := newFakeOutbox()
 	item := workItem(1, "stripe.payment_intents.create")
 	again := item // a relay that published before a crash publishes again
 	bad := workItem(3, "stripe..create")
-	requested := event(2, ledger.EventApprovalRequested)
-	out.add(item, requested, again, bad, event(4, "succeeded"))
+	requested := natstest.Event(2, ledger.EventApprovalRequested)
+	out.add(item, requested, again, bad, natstest.Event(4, "succeeded"))
 	reg := prometheus.NewRegistry()
 	r, err := events.NewRelay(out, js, fastRelay(relayMetrics(t, reg), 100))
 	if err != nil {
@@ -108,7 +109,7 @@ func TestRelayRoutesWorkItems(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &got); err != nil || got.Work == nil || got.Work.Request.Path != "/v1/payment_intents" || string(got.Work.Intent) != `{"amount":1050}` {
 		t.Fatalf("work body: %s %v", m.Data, err)
 	}
-	checkStream(t, recon, []ledger.Event{requested, event(4, "succeeded")})
+	checkStream(t, recon, []ledger.Event{requested, natstest.Event(4, "succeeded")})
 	if n := metric(t, reg, "reconciler_relay_publishes_total", events.ResultDuplicate); n != 1 {
 		t.Errorf("duplicates: %v, want 1", n)
 	}
@@ -132,13 +133,13 @@ func TestRelayRoutesWorkItems(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testkit.EventuallyWithin(t, 10*time.Second, "the acked item gone", func() bool { return streamCount(t, work) == 0 })
+	testkit.EventuallyWithin(t, 10*time.Second, "the acked item gone", func() bool { return natstest.StreamCount(t, work) == 0 })
 }
 
 func TestEnsureWorkStream(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	js := connect(t, s.ClientURL())
-	ensureStream(t, js)
+	s := natstest.Start(t, t.TempDir(), "", false)
+	js := natstest.Connect(t, s.ClientURL())
+	natstest.EnsureStream(t, js)
 	st := ensureWorkStream(t, js)
 	info, err := st.Info(t.Context())
 	if err != nil {

@@ -5,22 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
+	"github.com/agentledger/reconciler/internal/pollcache"
 	"github.com/agentledger/reconciler/ledger"
 )
 
 // DefaultInterval is how often Run reloads the freezes from the store: the
 // longest a replica takes to see a change made through another.
-const DefaultInterval = 2 * time.Second
-
-// reloadTimeout bounds one of Run's reloads: a store read that hangs (a
-// half-open pooled connection) must not hold the lock that freezes and
-// unfreezes wait for.
-const reloadTimeout = 5 * time.Second
+const DefaultInterval = pollcache.DefaultInterval
 
 // Options configure a Cache. The zero value is usable.
 type Options struct {
@@ -35,15 +28,11 @@ type Options struct {
 // Cache is the kill switch in memory over a ledger.Freezes store. Build it
 // with New, call Load before serving, and run Run for the refresh.
 type Cache struct {
-	store    ledger.Freezes
-	interval time.Duration
-	log      *slog.Logger
-
-	// lock serialises loads and changes (see the package doc): a semaphore
-	// rather than a mutex, so a request waiting for it gives up when its
-	// context ends.
-	lock *semaphore.Weighted
-	snap atomic.Pointer[snapshot]
+	store ledger.Freezes
+	log   *slog.Logger
+	// snaps holds the snapshot and the lock that serialises loads and
+	// changes (see the package doc).
+	snaps *pollcache.Cache[snapshot]
 }
 
 // snapshot is one immutable view of the freezes: never written after it is
@@ -56,15 +45,12 @@ func newSnapshot(list []ledger.Freeze) *snapshot { return &snapshot{list: list} 
 
 // New returns a cache over store with nothing frozen until the first Load.
 func New(store ledger.Freezes, o Options) *Cache {
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Cache{store: store, interval: o.Interval, log: o.Logger, lock: semaphore.NewWeighted(1)}
-	c.snap.Store(newSnapshot(nil))
-	return c
+	return &Cache{store: store, log: o.Logger, snaps: pollcache.New(newSnapshot(nil), pollcache.Options{
+		What: "kill switch", Kept: "freezes", Interval: o.Interval, Logger: o.Logger,
+	})}
 }
 
 // Frozen reports whether tool, or its class, is frozen for tenant. It is
@@ -72,19 +58,19 @@ func New(store ledger.Freezes, o Options) *Cache {
 // ledger.Freeze.Covers; a kill switch holds a handful of entries, so a scan
 // costs less than keeping an index of them in step.
 func (c *Cache) Frozen(tenant, tool string, class ledger.ToolClass) bool {
-	return slices.ContainsFunc(c.snap.Load().list, func(f ledger.Freeze) bool { return f.Covers(tenant, tool, class) })
+	return slices.ContainsFunc(c.snaps.Load().list, func(f ledger.Freeze) bool { return f.Covers(tenant, tool, class) })
 }
 
 // Snapshot returns the freezes in memory, ordered by tenant and target.
 func (c *Cache) Snapshot() []ledger.Freeze {
-	return slices.Clone(c.snap.Load().list)
+	return slices.Clone(c.snaps.Load().list)
 }
 
 // Load reads every freeze from the store, makes it the set Frozen answers
 // from, and returns it. The set in memory is left alone when the store
 // fails.
 func (c *Cache) Load(ctx context.Context) ([]ledger.Freeze, error) {
-	unlock, err := c.acquire(ctx)
+	unlock, err := c.snaps.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load freezes: %w", err)
 	}
@@ -94,8 +80,8 @@ func (c *Cache) Load(ctx context.Context) ([]ledger.Freeze, error) {
 		return nil, fmt.Errorf("load freezes: %w", err)
 	}
 	slices.SortFunc(list, ledger.CompareFreezes) // the store's order already; cheap insurance
-	old := c.snap.Load()
-	c.snap.Store(newSnapshot(list))
+	old := c.snaps.Load()
+	c.snaps.Store(newSnapshot(list))
 	if !sameSet(old.list, list) {
 		c.log.InfoContext(ctx, "kill switch: freezes loaded", "count", len(list))
 	}
@@ -105,7 +91,7 @@ func (c *Cache) Load(ctx context.Context) ([]ledger.Freeze, error) {
 // Put freezes f.Target for f.Tenant: durably in the store, then in memory,
 // before it returns. Errors: ledger.ErrInvalidFreeze, ledger.ErrUnavailable.
 func (c *Cache) Put(ctx context.Context, f ledger.Freeze) error {
-	unlock, err := c.acquire(ctx)
+	unlock, err := c.snaps.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("freeze %s/%s: %w", f.Tenant, f.Target, err)
 	}
@@ -117,14 +103,14 @@ func (c *Cache) Put(ctx context.Context, f ledger.Freeze) error {
 	list := slices.DeleteFunc(c.Snapshot(), func(g ledger.Freeze) bool { return g.Tenant == f.Tenant && g.Target == f.Target })
 	list = append(list, f)
 	slices.SortFunc(list, ledger.CompareFreezes)
-	c.snap.Store(newSnapshot(list))
+	c.snaps.Store(newSnapshot(list))
 	return nil
 }
 
 // Delete unfreezes tenant's target: in the store, then in memory. Deleting
 // a target that is not frozen is not an error.
 func (c *Cache) Delete(ctx context.Context, tenant, target string) error {
-	unlock, err := c.acquire(ctx)
+	unlock, err := c.snaps.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("unfreeze %s/%s: %w", tenant, target, err)
 	}
@@ -133,37 +119,17 @@ func (c *Cache) Delete(ctx context.Context, tenant, target string) error {
 		return fmt.Errorf("unfreeze %s/%s: %w", tenant, target, err)
 	}
 	list := slices.DeleteFunc(c.Snapshot(), func(g ledger.Freeze) bool { return g.Tenant == tenant && g.Target == target })
-	c.snap.Store(newSnapshot(list))
+	c.snaps.Store(newSnapshot(list))
 	return nil
 }
 
 // Run reloads the freezes every interval until ctx ends, and then returns
 // nil. A failed reload is logged and keeps the last set.
 func (c *Cache) Run(ctx context.Context) error {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		lctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-		_, err := c.Load(lctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			c.log.WarnContext(ctx, "kill switch: reload failed; keeping the last loaded freezes", "err", err)
-		}
-	}
-}
-
-// acquire takes the lock, or gives up with ctx's error (as
-// ledger.ErrUnavailable, which the API answers 503).
-func (c *Cache) acquire(ctx context.Context) (unlock func(), err error) {
-	if err := c.lock.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("%w: kill switch busy: %w", ledger.ErrUnavailable, err)
-	}
-	return func() { c.lock.Release(1) }, nil
+	return c.snaps.Run(ctx, func(ctx context.Context) error {
+		_, err := c.Load(ctx)
+		return err
+	})
 }
 
 // sameSet reports whether two ordered lists name the same tenant/targets.

@@ -10,7 +10,8 @@
 // it within one interval. A reload that fails keeps the last loaded set (a
 // kill switch must not thaw because the database blinked) and is logged.
 //
-// Imports: ledger and the standard library only.
+// Imports: ledger, internal/pollcache (the snapshot, its lock and the
+// reload loop, shared with the tool registry) and the standard library.
 //
 // Concurrency: every method is safe for concurrent use. Frozen and
 // Snapshot read an immutable snapshot through an atomic pointer and never

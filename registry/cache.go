@@ -8,23 +8,17 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sync/semaphore"
-
+	"github.com/agentledger/reconciler/internal/pollcache"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/policy"
 )
 
 // DefaultInterval is how often Run reloads the registry from the store: the
 // longest a replica takes to see a change made through another.
-const DefaultInterval = 2 * time.Second
-
-// reloadTimeout bounds one of Run's reloads, so a store read that hangs
-// cannot hold the lock that registrations wait for.
-const reloadTimeout = 5 * time.Second
+const DefaultInterval = pollcache.DefaultInterval
 
 // Options configure a Cache. The zero value is usable.
 type Options struct {
@@ -38,14 +32,11 @@ type Options struct {
 // Cache is the tool registry in memory over a ledger.Tools store. Build it
 // with New, call Load before serving, and run Run for the refresh.
 type Cache struct {
-	store    ledger.Tools
-	interval time.Duration
-	log      *slog.Logger
-
-	// lock serialises loads and changes: a semaphore rather than a mutex,
-	// so a request waiting for it gives up when its context ends.
-	lock *semaphore.Weighted
-	snap atomic.Pointer[snapshot]
+	store ledger.Tools
+	log   *slog.Logger
+	// snaps holds the snapshot and the lock that serialises loads and
+	// changes (see the package doc).
+	snaps *pollcache.Cache[snapshot]
 }
 
 // id names an entry in a snapshot.
@@ -69,20 +60,17 @@ type snapshot struct {
 // New returns a cache over store with nothing registered until the first
 // Load.
 func New(store ledger.Tools, o Options) *Cache {
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Cache{store: store, interval: o.Interval, log: o.Logger, lock: semaphore.NewWeighted(1)}
-	c.snap.Store(&snapshot{tools: map[id]entry{}})
-	return c
+	return &Cache{store: store, log: o.Logger, snaps: pollcache.New(&snapshot{tools: map[id]entry{}}, pollcache.Options{
+		What: "tool registry", Kept: "registry", Interval: o.Interval, Logger: o.Logger,
+	})}
 }
 
 // Lookup returns tenant's entry for the tool from memory.
 func (c *Cache) Lookup(tenant, name string) (ledger.Tool, bool) {
-	e, ok := c.snap.Load().tools[id{tenant, name}]
+	e, ok := c.snaps.Load().tools[id{tenant, name}]
 	return e.tool, ok
 }
 
@@ -98,7 +86,7 @@ func (c *Cache) Decide(ctx context.Context, t ledger.Tool, runID string, intent 
 	if eff == ledger.AutonomyApproval || strings.TrimSpace(t.Policy) == "" {
 		return eff, reason
 	}
-	e, ok := c.snap.Load().tools[id{t.Tenant, t.Name}]
+	e, ok := c.snaps.Load().tools[id{t.Tenant, t.Name}]
 	if !ok || e.tool.Version != t.Version || e.tool.Policy != t.Policy {
 		e = compiled(t, nil)
 	}
@@ -143,7 +131,7 @@ func clip(s string) string {
 // Load reads every entry from the store and makes it the registry Lookup
 // answers from. The registry in memory is left alone when the store fails.
 func (c *Cache) Load(ctx context.Context) error {
-	unlock, err := c.acquire(ctx)
+	unlock, err := c.snaps.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("load tools: %w", err)
 	}
@@ -152,7 +140,7 @@ func (c *Cache) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load tools: %w", err)
 	}
-	old := c.snap.Load()
+	old := c.snaps.Load()
 	next := &snapshot{tools: make(map[id]entry, len(list))}
 	changed := len(list) != len(old.tools)
 	for _, t := range list {
@@ -170,7 +158,7 @@ func (c *Cache) Load(ctx context.Context) error {
 		}
 		next.tools[k] = e
 	}
-	c.snap.Store(next)
+	c.snaps.Store(next)
 	if changed {
 		c.log.InfoContext(ctx, "tool registry loaded", "tools", len(list))
 	}
@@ -186,7 +174,7 @@ func (c *Cache) Put(ctx context.Context, t ledger.Tool) (ledger.Tool, bool, erro
 	if e.err != nil {
 		return ledger.Tool{}, false, e.err
 	}
-	unlock, err := c.acquire(ctx)
+	unlock, err := c.snaps.Acquire(ctx)
 	if err != nil {
 		return ledger.Tool{}, false, fmt.Errorf("register %s/%s: %w", t.Tenant, t.Name, err)
 	}
@@ -203,7 +191,7 @@ func (c *Cache) Put(ctx context.Context, t ledger.Tool) (ledger.Tool, bool, erro
 // Delete removes tenant's entry: in the store, then in memory. Errors:
 // ledger.ErrToolNotFound, ledger.ErrInvalid, ledger.ErrUnavailable.
 func (c *Cache) Delete(ctx context.Context, tenant, name string) error {
-	unlock, err := c.acquire(ctx)
+	unlock, err := c.snaps.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("unregister %s/%s: %w", tenant, name, err)
 	}
@@ -231,39 +219,14 @@ func (c *Cache) List(ctx context.Context, tenant string) ([]ledger.Tool, error) 
 
 // Run reloads the registry every interval until ctx ends, and then returns
 // nil. A failed reload is logged and keeps the last registry.
-func (c *Cache) Run(ctx context.Context) error {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		lctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-		err := c.Load(lctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			c.log.WarnContext(ctx, "tool registry: reload failed; keeping the last loaded registry", "err", err)
-		}
-	}
-}
+func (c *Cache) Run(ctx context.Context) error { return c.snaps.Run(ctx, c.Load) }
 
 // swap publishes a copy of the snapshot changed by fn; callers hold the lock.
 func (c *Cache) swap(fn func(map[id]entry)) {
-	old := c.snap.Load()
+	old := c.snaps.Load()
 	m := maps.Clone(old.tools)
 	fn(m)
-	c.snap.Store(&snapshot{tools: m})
-}
-
-// acquire takes the lock, or gives up with ctx's error (as
-// ledger.ErrUnavailable, which the API answers 503).
-func (c *Cache) acquire(ctx context.Context) (unlock func(), err error) {
-	if err := c.lock.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("%w: tool registry busy: %w", ledger.ErrUnavailable, err)
-	}
-	return func() { c.lock.Release(1) }, nil
+	c.snaps.Store(&snapshot{tools: m})
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ledger.ErrToolNotFound) }

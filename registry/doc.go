@@ -20,8 +20,8 @@
 // on this build (written by another) sends every claim of its tool to
 // approval, and is logged.
 //
-// Imports: ledger, policy, golang.org/x/sync (the semaphore) and the
-// standard library.
+// Imports: ledger, policy, internal/pollcache (the snapshot, its lock and
+// the reload loop, shared with the kill switch) and the standard library.
 //
 // Concurrency: every method is safe for concurrent use. Lookup reads an
 // immutable snapshot through an atomic pointer and never blocks. Loads and

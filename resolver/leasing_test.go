@@ -53,7 +53,8 @@ func (l *countingLookup) Replay(ctx context.Context, row ledger.Row) (resolver.F
 // PostgreSQL schema pass concurrently over the same due rows in small
 // batches; ClaimDue must hand every row to one of them only.
 func TestResolversShareDueRows(t *testing.T) {
-	stores := pgtest.Stores(t, pgtest.Schema(t), 2)
+	u := pgtest.Schema(t)
+	stores := pgtest.Stores(t, 2, func(ctx context.Context) (*postgres.Store, error) { return postgres.Open(ctx, u, postgres.Options{}) })
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	const rows = 60

@@ -6,46 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/resolver"
 )
 
-// jetStream starts an embedded NATS server with JetStream on a random port
-// and a RECON stream like the relay's.
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RECON", Subjects: []string{"recon.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 func TestConsumeResolvesPagesFromTheStream(t *testing.T) {
 	e := newEnv(t, false)
-	js := jetStream(t)
+	js := natstest.JetStream(t)
 	e.pd.mu.Lock()
 	e.pd.fail = 503 // PagerDuty is down at first: the event must be redelivered
 	e.pd.mu.Unlock()

@@ -105,8 +105,10 @@ func TestPayPalCertFetch(t *testing.T) {
 		{name: "ok", cert: "leaf"},
 		{name: "redirect is not followed", cert: "redirect", want: ErrBadSignature,
 			hits: map[string]int{paypalCertPath + "redirect": 1, paypalCertPath + "leaf-after-redirect": 0}},
+		// The server never answers while the test runs, so only the
+		// verifier's timeout can end the fetch (see the backstop below).
 		{name: "slow server times out as upstream", cert: "slow", want: ErrUpstream, notWant: ErrBadSignature,
-			opts: func(o *PayPalOptions) { o.Timeout = 150 * time.Millisecond }},
+			opts: func(o *PayPalOptions) { o.Timeout = 500 * time.Millisecond }},
 		{name: "oversized with content-length", cert: "huge-length", want: ErrBadSignature},
 		{name: "oversized streamed", cert: "huge-chunked", want: ErrBadSignature},
 		{name: "small cap refuses a normal chain", cert: "leaf", want: ErrBadSignature,
@@ -124,7 +126,14 @@ func TestPayPalCertFetch(t *testing.T) {
 				}
 			})
 			h := e.sign(t, "leaf", tt.cert, paypalTestWebhook, e.clock.Now(), body)
-			err := e.v.Verify(context.Background(), h, body)
+			// A backstop far beyond any case's verifier timeout: if it is
+			// what ended Verify, the verifier's own timeout did not work.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			err := e.v.Verify(ctx, h, body)
+			if ctx.Err() != nil {
+				t.Fatalf("Verify returned %v only when the test's backstop context ended", err)
+			}
 			paypalCheckErr(t, err, tt.want)
 			if tt.notWant != nil && errors.Is(err, tt.notWant) {
 				t.Fatalf("error %v also claims %v", err, tt.notWant)

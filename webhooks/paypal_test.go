@@ -103,17 +103,19 @@ func readPayPalFixture(t testing.TB, name string) []byte {
 // picks the behaviour; every request is counted per path.
 type paypalCertServer struct {
 	*httptest.Server
-	pki  *paypalPKI
-	gate chan struct{} // "gated-*" paths block until it is closed
+	pki     *paypalPKI
+	gate    chan struct{} // "gated-*" paths block until it is closed
+	release chan struct{} // closed when the test ends: "slow" never answers before
 
 	mu   sync.Mutex
 	hits map[string]int
 }
 
 func newPayPalCertServer(t testing.TB, pki *paypalPKI) *paypalCertServer {
-	s := &paypalCertServer{pki: pki, gate: make(chan struct{}), hits: map[string]int{}}
+	s := &paypalCertServer{pki: pki, gate: make(chan struct{}), release: make(chan struct{}), hits: map[string]int{}}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
+	t.Cleanup(func() { close(s.release) }) // runs first: Close waits for "slow" handlers
 	return s
 }
 
@@ -142,7 +144,12 @@ func (s *paypalCertServer) serve(w http.ResponseWriter, r *http.Request) {
 	case name == "redirect":
 		http.Redirect(w, r, paypalCertPath+"leaf-after-redirect", http.StatusFound)
 	case name == "slow":
-		<-r.Context().Done() // until the client gives up
+		// Blocks past the client giving up, and then returns without an
+		// answer: a handler that returned on r.Context().Done() wrote an
+		// empty 200, which the client could still read as the deadline
+		// fired — a bad signature instead of a timeout.
+		<-s.release
+		panic(http.ErrAbortHandler)
 	case name == "huge-length":
 		body := bytes.Repeat([]byte("A"), DefaultPayPalMaxCertBytes+1)
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/drill"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/ledger"
@@ -200,7 +201,7 @@ func TestE2EApprovalGate(t *testing.T) {
 	hook := &pagerHook{}
 	pager := httptest.NewServer(hook)
 	defer pager.Close()
-	cfg := writeFile(t, "reconciler.yaml", []byte(`tenants:
+	cfg := configtest.WriteFile(t, "reconciler.yaml", []byte(`tenants:
   - id: acme
     tokens: ["`+acmeToken+`"]
     approver_tokens: ["`+approverToken+`"]

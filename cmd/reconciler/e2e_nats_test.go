@@ -3,15 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -28,7 +21,9 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentledger/reconciler/client"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/natstest"
 )
 
 const (
@@ -47,7 +42,7 @@ func natsCredential(t *testing.T, dir string, args ...string) (seedFile, pub, se
 	}
 	seedFile = filepath.Join(dir, name+".nk")
 	var stdout, stderr bytes.Buffer
-	if code := runNATSCreds(append(args, "--out", seedFile), &stdout, &stderr, mapEnv(nil)); code != 0 {
+	if code := runNATSCreds(append(args, "--out", seedFile), &stdout, &stderr, configtest.MapEnv(nil)); code != 0 {
 		t.Fatalf("nats-creds %v: exit %d: %s", args, code, stderr.String())
 	}
 	m := regexp.MustCompile(`public key (U[A-Z0-9]{55})`).FindStringSubmatch(stdout.String())
@@ -290,7 +285,7 @@ func TestE2EExternalNATS(t *testing.T) {
 func TestNATSCreds(t *testing.T) {
 	t.Run("tenant, seed on stdout", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		if code := runNATSCreds([]string{"--tenant", "acme"}, &stdout, &stderr, mapEnv(nil)); code != 0 {
+		if code := runNATSCreds([]string{"--tenant", "acme"}, &stdout, &stderr, configtest.MapEnv(nil)); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		kp, err := nkeys.ParseDecoratedUserNKey(stdout.Bytes())
@@ -315,7 +310,7 @@ func TestNATSCreds(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stdout, stderr bytes.Buffer
-		if code := runNATSCreds([]string{"--tenant", "acme", "--out", out}, &stdout, &stderr, mapEnv(nil)); code != 1 {
+		if code := runNATSCreds([]string{"--tenant", "acme", "--out", out}, &stdout, &stderr, configtest.MapEnv(nil)); code != 1 {
 			t.Fatalf("exit %d, want 1", code)
 		}
 		if b, _ := os.ReadFile(out); string(b) != "keep" {
@@ -325,7 +320,7 @@ func TestNATSCreds(t *testing.T) {
 	t.Run("the seed file is private", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "svc.nk")
 		var stdout, stderr bytes.Buffer
-		if code := runNATSCreds([]string{"--service", "--out", out}, &stdout, &stderr, mapEnv(nil)); code != 0 {
+		if code := runNATSCreds([]string{"--service", "--out", out}, &stdout, &stderr, configtest.MapEnv(nil)); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		fi, err := os.Stat(out)
@@ -349,7 +344,7 @@ func TestNATSCreds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := runNATSCreds(tc.args, &stdout, &stderr, mapEnv(nil)); code != tc.code {
+			if code := runNATSCreds(tc.args, &stdout, &stderr, configtest.MapEnv(nil)); code != tc.code {
 				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tc.want) {
@@ -363,7 +358,7 @@ func TestNATSCreds(t *testing.T) {
 // listener is TLS only; a runtime verifies it with the certificate as CA.
 func TestE2ENATSTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := selfSignedCert(t, dir)
+	cert, key := natstest.SelfSignedCert(t, dir)
 	acmeSeed, acmePub, _ := natsCredential(t, dir, "--tenant", "acme")
 	cfg := tenantsConfig(t, "    nats_nkeys: ["+acmePub+"]\n", "")
 	m := startMain(t, nil, "serve", "--config", cfg, "--data", t.TempDir(), "--http", "127.0.0.1:0",
@@ -386,35 +381,4 @@ func TestE2ENATSTLS(t *testing.T) {
 		nc.Close()
 		t.Fatal("connected without the CA that verifies the server")
 	}
-}
-
-// selfSignedCert writes a certificate for 127.0.0.1, its own CA, and its key.
-func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reconciler e2e nats"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "nats-cert.pem"), filepath.Join(dir, "nats-key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
 )
@@ -292,7 +293,7 @@ func TestE2EChild(t *testing.T) {
 	m := NewMain()
 	var logs bytes.Buffer
 	m.Stderr = &logs
-	m.Getenv = mapEnv(e2eEnv)
+	m.Getenv = configtest.MapEnv(e2eEnv)
 	args := []string{"serve", "--data", os.Getenv("RECONCILER_E2E_DATA"), "--http", "127.0.0.1:0", "--nats-url", os.Getenv("RECONCILER_E2E_NATS")}
 	if err := m.ParseFlags(context.Background(), args); err != nil {
 		t.Fatal(err)

@@ -19,32 +19,13 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/internal/testkit"
 )
 
 // configTestdata holds the config package's test documents; the program's
 // tests start serve with some of them.
 const configTestdata = "internal/config/testdata/"
-
-// fullEnv holds the variables internal/config/testdata/full.yaml references
-// (the config package's tests use the same). The "SeKrEt" marker lets tests
-// assert that no secret value reaches the log.
-var fullEnv = map[string]string{
-	"ACME_TOKEN":             "acme-SeKrEt-token-0001",
-	"RECONCILER_ADMIN_TOKEN": "admin-SeKrEt-token-0002",
-	"STRIPE_API_KEY":         "sk_test_SeKrEt_0003",
-	"STRIPE_WEBHOOK_SECRET":  "whsec_SeKrEt_0004",
-	"PAYPAL_CLIENT_SECRET":   "paypal-SeKrEt-0005",
-	"RESEND_WEBHOOK_SECRET":  "whsec_U2VLckV0LTAwMDY=", // base64 of "SeKrEt-0006"
-	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
-	"SLACK_HOOK_SECRET":      "SeKrEt0008",
-	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
-}
-
-// mapEnv is an injected environment.
-func mapEnv(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
-}
 
 // valueOf reads a setting the way the config file spells it.
 func valueOf(t *testing.T, c config.Config, key string) string {
@@ -54,15 +35,6 @@ func valueOf(t *testing.T, c config.Config, key string) string {
 		t.Fatalf("no setting %q", key)
 	}
 	return v
-}
-
-func writeFile(t *testing.T, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 type testMain struct {
@@ -81,7 +53,7 @@ func newTestMain(t *testing.T, env map[string]string) *testMain {
 	for k, v := range env {
 		withNATS[k] = v
 	}
-	m.Getenv = mapEnv(withNATS)
+	m.Getenv = configtest.MapEnv(withNATS)
 	m.Stdout, m.Stderr = tm.stdout, tm.stderr
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -136,7 +108,7 @@ func findLog(t *testing.T, lines []map[string]any, msg string) map[string]any {
 func TestMainServe(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	env := map[string]string{}
-	for k, v := range fullEnv {
+	for k, v := range configtest.FullEnv() {
 		env[k] = v
 	}
 	// Secrets from the environment settings, too.
@@ -286,8 +258,8 @@ func TestCommands(t *testing.T) {
 }
 
 func TestConfigFileChoice(t *testing.T) {
-	fileA := writeFile(t, "a.yaml", []byte("http: 127.0.0.1:1111\n"))
-	fileB := writeFile(t, "b.yaml", []byte("http: 127.0.0.1:2222\n"))
+	fileA := configtest.WriteFile(t, "a.yaml", []byte("http: 127.0.0.1:1111\n"))
+	fileB := configtest.WriteFile(t, "b.yaml", []byte("http: 127.0.0.1:2222\n"))
 	cases := []struct {
 		name     string
 		env      map[string]string
@@ -312,15 +284,6 @@ func TestConfigFileChoice(t *testing.T) {
 			}
 		})
 	}
-}
-
-func readToken(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func TestDevTokens(t *testing.T) {
@@ -349,7 +312,7 @@ func TestDevTokens(t *testing.T) {
 						t.Errorf("%s mode = %#o, want 0600", f, fi.Mode().Perm())
 					}
 				}
-				tok, admin := readToken(t, filepath.Join(data, config.TokenFile)), readToken(t, filepath.Join(data, config.AdminTokenFile))
+				tok, admin := configtest.ReadToken(t, filepath.Join(data, config.TokenFile)), configtest.ReadToken(t, filepath.Join(data, config.AdminTokenFile))
 				if b, err := hex.DecodeString(tok); err != nil || len(b) != 32 {
 					t.Errorf("token is not 32 random bytes in hex")
 				}
@@ -389,11 +352,11 @@ func TestDevTokens(t *testing.T) {
 				}
 			},
 			check: func(t *testing.T, m *testMain, data string) {
-				tok := readToken(t, filepath.Join(data, config.TokenFile))
+				tok := configtest.ReadToken(t, filepath.Join(data, config.TokenFile))
 				if m.Config.TokenTenants()[tok] != config.DefaultTenant {
 					t.Error("the second start does not use the stored token")
 				}
-				if !reflect.DeepEqual(m.Config.AdminTokens, []string{readToken(t, filepath.Join(data, config.AdminTokenFile))}) {
+				if !reflect.DeepEqual(m.Config.AdminTokens, []string{configtest.ReadToken(t, filepath.Join(data, config.AdminTokenFile))}) {
 					t.Error("the second start does not use the stored admin token")
 				}
 				if strings.Contains(m.stderr.String(), `"generated token"`) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/internal/mcptest"
 	"github.com/agentledger/reconciler/internal/testkit"
@@ -237,7 +238,7 @@ standard:
 // TestMCPGateFlags: the command line's mistakes are usage errors (exit 2),
 // before anything starts; --help prints the usage on stdout.
 func TestMCPGateFlags(t *testing.T) {
-	env := mapEnv(map[string]string{"RECONCILER_TOKEN": e2eToken})
+	env := configtest.MapEnv(map[string]string{"RECONCILER_TOKEN": e2eToken})
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -246,7 +247,7 @@ func TestMCPGateFlags(t *testing.T) {
 	}{
 		{"no upstream", []string{"--url", "http://127.0.0.1:1"}, env, "name the upstream"},
 		{"two upstreams", []string{"--upstream-url", "http://127.0.0.1:1/mcp", "--", "cat"}, env, "not both"},
-		{"no token", []string{"--", "cat"}, mapEnv(nil), "no token"},
+		{"no token", []string{"--", "cat"}, configtest.MapEnv(nil), "no token"},
 		{"bad upstream url", []string{"--upstream-url", "ftp://x"}, env, "want http(s)"},
 		{"bad timeout", []string{"--call-timeout", "0s", "--", "cat"}, env, "must be positive"},
 		{"unknown flag", []string{"--frobnicate", "--", "cat"}, env, "frobnicate"},

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 )
 
 // TestReadmeTour runs the curl tour of README.md, as written, against the
@@ -66,7 +68,7 @@ func TestReadmeRegistry(t *testing.T) {
 	}
 	block := readmeShellBlock(t, "readme-test-registry")
 	const approverToken = "readme-approver-token-0123456789"
-	cfg := writeFile(t, "reconciler.yaml", []byte(`tenants:
+	cfg := configtest.WriteFile(t, "reconciler.yaml", []byte(`tenants:
   - id: default
     tokens: ["`+e2eToken+`"]
     approver_tokens: ["`+approverToken+`"]

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -130,7 +131,7 @@ func putCount(reqs []string) int {
 func TestToolsApply(t *testing.T) {
 	n := newToolsNode(t)
 	example := readExample(t)
-	file := writeFile(t, "tools.yaml", []byte(example))
+	file := configtest.WriteFile(t, "tools.yaml", []byte(example))
 	changedPolicy := strings.Replace(example, "intent.amount <= 50000", "intent.amount <= 40000", 1)
 	if changedPolicy == example {
 		t.Fatal("the example's policy moved; update the test")

@@ -2,16 +2,9 @@ package natsserver_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -28,6 +21,7 @@ import (
 
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -108,7 +102,7 @@ func embeddedBus(t *testing.T) *bus {
 	}
 	start(t, "127.0.0.1:-1")
 	b := &bus{url: srv.ClientURL(), seeds: seeds}
-	t.Cleanup(func() { shutdown(t, srv) })
+	t.Cleanup(func() { natstest.Shutdown(t, srv) })
 	b.service = func(t *testing.T) jetstream.JetStream {
 		mu.Lock()
 		s := srv
@@ -121,7 +115,7 @@ func embeddedBus(t *testing.T) *bus {
 		return js
 	}
 	b.restart = func(t *testing.T) {
-		shutdown(t, srv)
+		natstest.Shutdown(t, srv)
 		start(t, strings.TrimPrefix(b.url, "nats://"))
 	}
 	return b
@@ -309,7 +303,7 @@ func publishEvent(t *testing.T, js jetstream.JetStream, ev ledger.Event) {
 
 func tenantEvent(tenant, run, key string) ledger.Event {
 	return ledger.Event{Key: key, Tenant: tenant, RunID: run, Tool: "stripe.payment_intents.create", ToolCallID: "call_1",
-		Status: string(ledger.StatusSucceeded), ReceiptID: "pi_1", Source: ledger.SourceWebhook, At: baseTime}
+		Status: string(ledger.StatusSucceeded), ReceiptID: "pi_1", Source: ledger.SourceWebhook, At: natstest.BaseTime}
 }
 
 func await(t *testing.T, js jetstream.JetStream, tenant, run, key string, d time.Duration) (ledger.Event, error) {
@@ -550,7 +544,7 @@ func TestStartRefusesAnOpenListenerOffLoopback(t *testing.T) {
 			defer cancel()
 			s, err := natsserver.Start(ctx, natsserver.Options{Listen: listen, StoreDir: t.TempDir()})
 			if err == nil {
-				shutdown(t, s)
+				natstest.Shutdown(t, s)
 				t.Fatal("an open server started off loopback")
 			}
 			if !errors.Is(err, natsserver.ErrOpenListener) {
@@ -568,7 +562,7 @@ func TestAuthRequiresAKnownKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { shutdown(t, s) })
+	t.Cleanup(func() { natstest.Shutdown(t, s) })
 	_, stranger := newSeed(t, "stranger")
 	for name, opts := range map[string][]nats.Option{
 		"no credentials":  nil,
@@ -601,41 +595,8 @@ func mustCreds(t *testing.T, c events.Credentials) []nats.Option {
 	return opts
 }
 
-// selfSigned writes a certificate for 127.0.0.1 and its key, PEM, and
-// returns their files; the certificate is its own CA.
-func selfSigned(t *testing.T) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reconciler test nats"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
 func TestTLSListener(t *testing.T) {
-	cert, key := selfSigned(t)
+	cert, key := natstest.SelfSignedCert(t, t.TempDir())
 	users, seeds := tenantUsers(t, "acme")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -643,7 +604,7 @@ func TestTLSListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { shutdown(t, s) })
+	t.Cleanup(func() { natstest.Shutdown(t, s) })
 
 	// The service's own connection is in-process: no TLS, no certificate.
 	nc, js, err := events.Connect(natsserver.ServiceURL, nil, s.ServiceOptions()...)
@@ -673,7 +634,7 @@ func TestTLSListener(t *testing.T) {
 
 func TestStartChecksItsOptions(t *testing.T) {
 	users, _ := tenantUsers(t, "acme")
-	cert, _ := selfSigned(t)
+	cert, _ := natstest.SelfSignedCert(t, t.TempDir())
 	cases := []struct {
 		name string
 		opts natsserver.Options
@@ -692,7 +653,7 @@ func TestStartChecksItsOptions(t *testing.T) {
 			defer cancel()
 			s, err := natsserver.Start(ctx, tc.opts)
 			if err == nil {
-				shutdown(t, s)
+				natstest.Shutdown(t, s)
 				t.Fatal("started")
 			}
 			if !strings.Contains(err.Error(), tc.want) {

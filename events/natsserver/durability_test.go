@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -96,8 +97,8 @@ func TestAckedEventsSurviveSIGKILL(t *testing.T) {
 				t.Fatalf("child ended before 300 acks (%d seen): %v", len(acked), err)
 			}
 
-			s := startServer(t, dir, "", false)
-			js := connect(t, s.ClientURL())
+			s := natstest.Start(t, dir, "", false)
+			js := natstest.Connect(t, s.ClientURL())
 			st, err := js.Stream(ctx, events.DefaultStream)
 			if err != nil {
 				t.Fatalf("stream after restart: %v", err)
@@ -115,7 +116,7 @@ func TestAckedEventsSurviveSIGKILL(t *testing.T) {
 			if missing > 0 {
 				t.Fatalf("%d of %d acknowledged messages lost", missing, len(acked))
 			}
-			t.Logf("all %d acknowledged messages survived SIGKILL (stream holds %d)", len(acked), streamCount(t, st))
+			t.Logf("all %d acknowledged messages survived SIGKILL (stream holds %d)", len(acked), natstest.StreamCount(t, st))
 		})
 	}
 }
@@ -139,7 +140,7 @@ func killChild(t *testing.T, dir string, syncAlways bool) {
 		t.Fatalf("child stream: %v", err)
 	}
 	for i := 0; i < 1_000_000; i++ {
-		ev := event(i, "succeeded")
+		ev := natstest.Event(i, "succeeded")
 		subj, _ := events.Subject("recon", ev)
 		body, _ := json.Marshal(ev)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -42,7 +43,7 @@ func TestStart(t *testing.T) {
 			s, err := natsserver.Start(ctx, tc.opts)
 			if tc.wantErr != "" {
 				if err == nil {
-					shutdown(t, s)
+					natstest.Shutdown(t, s)
 					t.Fatalf("Start: got nil error, want %q", tc.wantErr)
 				}
 				if got := err.Error(); got != tc.wantErr {
@@ -56,9 +57,9 @@ func TestStart(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			defer shutdown(t, s)
+			defer natstest.Shutdown(t, s)
 			url := s.ClientURL()
-			if !strings.HasPrefix(url, "nats://127.0.0.1:") || port(t, url) == 4222 || port(t, url) <= 0 {
+			if !strings.HasPrefix(url, "nats://127.0.0.1:") || natstest.Port(t, url) == 4222 || natstest.Port(t, url) <= 0 {
 				t.Fatalf("ClientURL: got %q, want a random loopback port", url)
 			}
 			nc, err := nats.Connect(url)
@@ -66,9 +67,9 @@ func TestStart(t *testing.T) {
 				t.Fatalf("connect: %v", err)
 			}
 			defer nc.Close()
-			js := connect(t, url)
-			st := ensureStream(t, js)
-			if got := streamCount(t, st); got != 0 {
+			js := natstest.Connect(t, url)
+			st := natstest.EnsureStream(t, js)
+			if got := natstest.StreamCount(t, st); got != 0 {
 				t.Fatalf("new stream: got %d msgs, want 0", got)
 			}
 		})
@@ -76,9 +77,9 @@ func TestStart(t *testing.T) {
 }
 
 func TestShutdownIsIdempotent(t *testing.T) {
-	s := startServer(t, t.TempDir(), "", false)
-	shutdown(t, s)
-	shutdown(t, s) // the cleanup calls it a third time
+	s := natstest.Start(t, t.TempDir(), "", false)
+	natstest.Shutdown(t, s)
+	natstest.Shutdown(t, s) // the cleanup calls it a third time
 	select {
 	case <-s.Done():
 	default:

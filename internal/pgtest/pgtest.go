@@ -2,10 +2,10 @@
 // on the server named by RECONCILER_TEST_POSTGRES_URL, and skips them with
 // a message saying how to run them when it is unset.
 //
-// Imports: the standard library, pgx and ledger/postgres (Stores). Only
-// _test.go files import it (scripts/importcheck.sh fails any other build
-// that does); it holds no goroutines, and its functions are safe for
-// concurrent use.
+// Imports: the standard library and pgx: not ledger/postgres, whose own
+// tests use it too. Only _test.go files import it (scripts/importcheck.sh
+// fails any other build that does); it holds no goroutines, and its
+// functions are safe for concurrent use.
 package pgtest
 
 import (
@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/agentledger/reconciler/ledger/postgres"
 )
 
 // EnvURL names the variable that points tests at a PostgreSQL server.
@@ -44,21 +42,63 @@ func BaseURL(tb testing.TB) string {
 func Database(tb testing.TB) string {
 	tb.Helper()
 	base := BaseURL(tb)
-	name := "recon_rt_" + randHex(6)
-	if err := admin(base, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create database: %v", err)
+	name, err := CreateDatabase(base)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if err := admin(base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
+		if err := DropDatabase(base, name); err != nil {
+			tb.Error(err)
 		}
 	})
+	return DatabaseURL(tb, base, name)
+}
+
+// CreateDatabase creates a fresh database on the server of base and
+// returns its name: for a database the tests of a package share, which
+// their TestMain drops with DropDatabase.
+func CreateDatabase(base string) (string, error) {
+	name := "recon_rt_" + randHex(6)
+	if err := admin(base, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
+	}
+	return name, nil
+}
+
+// DropDatabase drops database name (WITH FORCE: a leaked connection must
+// not keep it).
+func DropDatabase(base, name string) error {
+	if err := admin(base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// DatabaseURL is base with its database replaced by name.
+func DatabaseURL(tb testing.TB, base, name string) string {
+	tb.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
 		tb.Fatalf("parse %s: %v", EnvURL, err)
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// WithParams returns u with extra query parameters (pgx passes unknown
+// ones, such as search_path and application_name, to the server).
+func WithParams(tb testing.TB, u string, kv ...string) string {
+	tb.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", u, err)
+	}
+	q := pu.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	pu.RawQuery = q.Encode()
+	return pu.String()
 }
 
 // Schema creates a fresh schema in the database of RECONCILER_TEST_POSTGRES_URL,
@@ -77,14 +117,7 @@ func Schema(tb testing.TB) string {
 			tb.Errorf("drop schema %s: %v", name, err)
 		}
 	})
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatalf("parse %s: %v", EnvURL, err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return WithParams(tb, base, "search_path", name)
 }
 
 func admin(base, stmt string) error {
@@ -107,13 +140,15 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Stores opens n PostgreSQL stores over the fresh schema u, as n replicas
-// sharing one database would, and closes them when the test ends.
-func Stores(tb testing.TB, u string, n int) []*postgres.Store {
+// Stores opens n stores with open, as n replicas sharing one database
+// would, and closes them when the test ends. open is the store's own
+// (postgres.Open over a Schema or Database URL): pgtest cannot import
+// ledger/postgres, whose tests import pgtest.
+func Stores[S interface{ Close() error }](tb testing.TB, n int, open func(context.Context) (S, error)) []S {
 	tb.Helper()
-	stores := make([]*postgres.Store, n)
+	stores := make([]S, n)
 	for i := range stores {
-		s, err := postgres.Open(context.Background(), u, postgres.Options{})
+		s, err := open(context.Background())
 		if err != nil {
 			tb.Fatalf("open store %d: %v", i, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/storetest"
 )
@@ -21,7 +22,7 @@ func TestConformance(t *testing.T) {
 	// synchronous_commit=off: the suite checks semantics, not crash
 	// durability, and a commit that waits for no fsync keeps it fast on a
 	// busy machine.
-	db := withParams(t, testDB(t), "synchronous_commit", "off")
+	db := pgtest.WithParams(t, pgtest.Database(t), "synchronous_commit", "off")
 	admin, err := pgx.Connect(t.Context(), db)
 	if err != nil {
 		t.Fatalf("connect: %v", err)

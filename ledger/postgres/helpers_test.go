@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,43 +14,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 )
-
-const envURL = "RECONCILER_TEST_POSTGRES_URL"
-
-// testDB creates a fresh database for one test and drops it when the test
-// ends; it returns its URL. Without RECONCILER_TEST_POSTGRES_URL the test
-// is skipped.
-func testDB(tb testing.TB) string {
-	tb.Helper()
-	base := baseURL(tb)
-	name, err := createDB(base)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := dropDB(base, name); err != nil {
-			tb.Error(err)
-		}
-	})
-	return dbURL(tb, base, name)
-}
 
 // sharedDB is one database for the tests that make a fresh schema per
 // case anyway: CREATE DATABASE costs a second or more on a busy machine.
 // TestMain drops it.
 func sharedDB(tb testing.TB) string {
 	tb.Helper()
-	base := baseURL(tb)
+	base := pgtest.BaseURL(tb)
 	shared.once.Do(func() {
 		shared.base = base
-		shared.name, shared.err = createDB(base)
+		shared.name, shared.err = pgtest.CreateDatabase(base)
 	})
 	if shared.err != nil {
 		tb.Fatal(shared.err)
 	}
-	return dbURL(tb, base, shared.name)
+	return pgtest.DatabaseURL(tb, base, shared.name)
 }
 
 var shared struct {
@@ -63,76 +43,12 @@ var shared struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.name != "" {
-		if err := dropDB(shared.base, shared.name); err != nil {
+		if err := pgtest.DropDatabase(shared.base, shared.name); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-func baseURL(tb testing.TB) string {
-	tb.Helper()
-	base := os.Getenv(envURL)
-	if base == "" {
-		tb.Skip("set " + envURL + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run")
-	}
-	return base
-}
-
-func createDB(base string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", fmt.Errorf("connect to %s: %w", envURL, err)
-	}
-	defer admin.Close(ctx)
-	name := "recon_test_" + randHex(6)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", fmt.Errorf("create database: %w", err)
-	}
-	return name, nil
-}
-
-func dropDB(base, name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
-}
-
-func dbURL(tb testing.TB, base, name string) string {
-	tb.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatalf("parse %s: %v", envURL, err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// withParams returns dbURL with extra query parameters (pgx passes unknown
-// ones, such as search_path and application_name, to the server).
-func withParams(tb testing.TB, dbURL string, kv ...string) string {
-	tb.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 var schemaN atomic.Int64
@@ -151,7 +67,7 @@ func newSchema(tb testing.TB, dbURL string) string {
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		tb.Fatalf("create schema: %v", err)
 	}
-	return withParams(tb, dbURL, "search_path", name)
+	return pgtest.WithParams(tb, dbURL, "search_path", name)
 }
 
 // openStore opens a store on u and closes it when the test ends.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -43,7 +44,7 @@ func TestRetryKilledConnections(t *testing.T) {
 	db := sharedDB(t)
 	t.Run("between calls", func(t *testing.T) {
 		app := "recon_kill_" + randHex(4)
-		u := withParams(t, newSchema(t, db), "application_name", app)
+		u := pgtest.WithParams(t, newSchema(t, db), "application_name", app)
 		s := openStore(t, u, Options{MaxConns: 4})
 		admin := adminConn(t, u)
 		killed := 0
@@ -76,7 +77,7 @@ func TestRetryKilledConnections(t *testing.T) {
 	})
 	t.Run("during concurrent claims", func(t *testing.T) {
 		app := "recon_kill_" + randHex(4)
-		u := withParams(t, newSchema(t, db), "application_name", app)
+		u := pgtest.WithParams(t, newSchema(t, db), "application_name", app)
 		s := openStore(t, u, Options{MaxConns: 8})
 		admin := adminConn(t, u)
 		const workers, perWorker = 8, 6

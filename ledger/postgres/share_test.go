@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -279,7 +280,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	u := newSchema(t, db)
 	appB := "recon_b_" + randHex(4)
 	a := openStore(t, u, Options{})
-	b := openStore(t, withParams(t, u, "application_name", appB), Options{})
+	b := openStore(t, pgtest.WithParams(t, u, "application_name", appB), Options{})
 	other := openStore(t, newSchema(t, db), Options{})
 
 	commit := func(intent string) {

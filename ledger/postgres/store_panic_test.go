@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -14,7 +15,7 @@ import (
 // its advisory lock are released: a later write of the same key goes
 // through, and Close returns.
 func TestPanicInATransactionRollsBack(t *testing.T) {
-	s := openStore(t, newSchema(t, testDB(t)), Options{Policy: ledger.DefaultPolicy(), MaxConns: 2})
+	s := openStore(t, newSchema(t, pgtest.Database(t)), Options{Policy: ledger.DefaultPolicy(), MaxConns: 2})
 	ctx := t.Context()
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	c, err := ledger.NewClaim(ledger.ClaimRequest{

@@ -13,16 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 	"github.com/nats-io/nkeys"
 	"gopkg.in/yaml.v3"
 )
-
-// mapEnv is an injected environment.
-func mapEnv(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
-}
 
 // valueOf reads a setting the way the config file spells it.
 func valueOf(t *testing.T, c Config, key string) string {
@@ -47,15 +43,6 @@ func yamlFor(t *testing.T, key, value string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func writeFile(t *testing.T, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // precedenceSamples holds three distinct valid values per setting: for the
@@ -131,7 +118,7 @@ func TestPrecedence(t *testing.T) {
 			continue
 		}
 		fileV, envV, flagV := sample[0], sample[1], sample[2]
-		file := writeFile(t, "c.yaml", yamlFor(t, s.Key, fileV))
+		file := configtest.WriteFile(t, "c.yaml", yamlFor(t, s.Key, fileV))
 		cases := []struct {
 			name  string
 			file  string
@@ -160,7 +147,7 @@ func TestPrecedence(t *testing.T) {
 					maps.Copy(env, precedenceContext[s.Key])
 				}
 				maps.Copy(env, tc.env)
-				c, err := Load(tc.file, mapEnv(env), tc.flags)
+				c, err := Load(tc.file, configtest.MapEnv(env), tc.flags)
 				if err != nil {
 					t.Fatalf("Load: %v", err)
 				}
@@ -222,27 +209,13 @@ func TestSettingNames(t *testing.T) {
 	}
 }
 
-// fullEnv holds the variables testdata/full.yaml references. The "SeKrEt"
-// marker lets tests assert that no secret value reaches a message.
-var fullEnv = map[string]string{
-	"ACME_TOKEN":             "acme-SeKrEt-token-0001",
-	"RECONCILER_ADMIN_TOKEN": "admin-SeKrEt-token-0002",
-	"STRIPE_API_KEY":         "sk_test_SeKrEt_0003",
-	"STRIPE_WEBHOOK_SECRET":  "whsec_SeKrEt_0004",
-	"PAYPAL_CLIENT_SECRET":   "paypal-SeKrEt-0005",
-	"RESEND_WEBHOOK_SECRET":  "whsec_U2VLckV0LTAwMDY=", // base64 of "SeKrEt-0006"
-	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
-	"SLACK_HOOK_SECRET":      "SeKrEt0008",
-	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
-}
-
 func loadFull(t *testing.T) Config {
 	t.Helper()
 	data, err := os.ReadFile("testdata/full.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Parse("full.yaml", data, mapEnv(fullEnv))
+	c, err := Parse("full.yaml", data, configtest.MapEnv(configtest.FullEnv()))
 	if err != nil {
 		t.Fatalf("Parse(full.yaml): %v", err)
 	}
@@ -330,8 +303,8 @@ var testNKey, testSeed = func() (string, string) {
 }()
 
 func TestConfigErrors(t *testing.T) {
-	caFile := writeFile(t, "ca.pem", []byte("x"))
-	seedFile := writeFile(t, "svc.nk", []byte(testSeed+"\n"))
+	caFile := configtest.WriteFile(t, "ca.pem", []byte("x"))
+	seedFile := configtest.WriteFile(t, "svc.nk", []byte(testSeed+"\n"))
 	cases := []struct {
 		name string
 		yaml string
@@ -541,7 +514,7 @@ func TestConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			subst := strings.NewReplacer("CAFILE", caFile, "SEEDFILE", seedFile, "SEED", testSeed, "NKEY", testNKey)
-			_, err := Parse("cfg.yaml", []byte(subst.Replace(tc.yaml)), mapEnv(tc.env))
+			_, err := Parse("cfg.yaml", []byte(subst.Replace(tc.yaml)), configtest.MapEnv(tc.env))
 			if err == nil {
 				t.Fatal("Parse succeeded, want an error")
 			}
@@ -617,7 +590,7 @@ func TestOverrideErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load("", mapEnv(tc.env), tc.flags)
+			_, err := Load("", configtest.MapEnv(tc.env), tc.flags)
 			if err == nil {
 				t.Fatal("Load succeeded, want an error")
 			}
@@ -632,7 +605,7 @@ func TestOverrideErrors(t *testing.T) {
 }
 
 func TestExpandEnv(t *testing.T) {
-	env := mapEnv(map[string]string{"A": "alpha", "B_2": "beta", "EMPTY": ""})
+	env := configtest.MapEnv(map[string]string{"A": "alpha", "B_2": "beta", "EMPTY": ""})
 	cases := []struct {
 		in       string
 		want     string
@@ -861,7 +834,7 @@ func FuzzLoadConfig(f *testing.F) {
 	}
 	f.Add([]byte("tenants: [{id: a, tokens: [\"${X}\"]}]\n"))
 	f.Add([]byte("a: &a [*a]\n"))
-	env := mapEnv(fullEnv)
+	env := configtest.MapEnv(configtest.FullEnv())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data, env)
 		if err != nil {
@@ -916,7 +889,7 @@ func TestArchitectureExampleParses(t *testing.T) {
 	if !ok {
 		t.Fatal("the config example block of docs/architecture.md is not closed")
 	}
-	if _, err := Parse("docs/architecture.md", []byte(block), mapEnv(fullEnv)); err != nil {
+	if _, err := Parse("docs/architecture.md", []byte(block), configtest.MapEnv(configtest.FullEnv())); err != nil {
 		t.Fatalf("the example of docs/architecture.md §9 does not parse: %v", err)
 	}
 }

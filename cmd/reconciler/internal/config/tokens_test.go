@@ -3,21 +3,13 @@ package config
 import (
 	"crypto/rand"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-)
 
-func readToken(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
+)
 
 func TestLoadOrCreateTokenConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
@@ -49,7 +41,7 @@ func TestLoadOrCreateTokenConcurrent(t *testing.T) {
 	if creators != 1 {
 		t.Errorf("%d callers created the file, want 1", creators)
 	}
-	if got := readToken(t, path); got != toks[0] {
+	if got := configtest.ReadToken(t, path); got != toks[0] {
 		t.Error("the file does not hold the token the callers got")
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".token-*")); len(left) > 0 {
