@@ -79,20 +79,26 @@ func usageErrorf(format string, a ...any) error {
 // the subcommand. getenv is os.Getenv in production. It never prints the
 // token: the token travels only in the Authorization header.
 func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	err := ledgerMain(ctx, args, stdout, stderr, getenv)
+	return subcommandExit("ledger", ledgerUsage, ledgerMain(ctx, args, stdout, stderr, getenv), stdout, stderr)
+}
+
+// subcommandExit prints how an admin subcommand (ledger, tools) ended and
+// returns its exit code: 0 done or --help, 2 a usage error, 1 anything
+// else, in one line.
+func subcommandExit(name, usage string, err error, stdout, stderr io.Writer) int {
 	var ue *ledgerUsageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, ledgerUsage)
+		fmt.Fprint(stdout, usage)
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "reconciler ledger: %s\n", ledgerClean(ue.msg))
-		fmt.Fprint(stderr, "run 'reconciler ledger --help' for usage\n")
+		fmt.Fprintf(stderr, "reconciler %s: %s\n", name, ledgerClean(ue.msg))
+		fmt.Fprintf(stderr, "run 'reconciler %s --help' for usage\n", name)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "reconciler ledger: %s\n", ledgerClean(oneLine(err)))
+		fmt.Fprintf(stderr, "reconciler %s: %s\n", name, ledgerClean(oneLine(err)))
 		return 1
 	}
 }

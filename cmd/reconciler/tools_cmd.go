@@ -76,22 +76,7 @@ const toolsMaxFile = 4 << 20
 // os.Getenv in production, stdin what `-f -` reads. It never prints a
 // token: a token travels only in the Authorization header.
 func runTools(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	err := toolsMain(ctx, args, stdin, stdout, stderr, getenv)
-	var ue *ledgerUsageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, toolsUsage)
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "reconciler tools: %s\n", ledgerClean(ue.msg))
-		fmt.Fprint(stderr, "run 'reconciler tools --help' for usage\n")
-		return 2
-	default:
-		fmt.Fprintf(stderr, "reconciler tools: %s\n", ledgerClean(oneLine(err)))
-		return 1
-	}
+	return subcommandExit("tools", toolsUsage, toolsMain(ctx, args, stdin, stdout, stderr, getenv), stdout, stderr)
 }
 
 // toolsOpts are the flags of every subcommand; each uses a subset.
@@ -500,7 +485,7 @@ func readToolsFile(name string, stdin io.Reader) ([]toolsItem, error) {
 func decodeToolsFile(file string, data []byte) ([]toolsItem, error) {
 	d := &toolsDecoder{file: file, budget: toolsMaxNodes}
 	var doc yaml.Node
-	if err := parseToolsYAML(data, &doc); err != nil {
+	if err := config.ParseYAML(data, &doc, `the file holds one, its entries under "tools"`); err != nil {
 		// "yaml: line 4: did not find …" reads as the other problems do: file:4: did not find …
 		p := toolsProblem{file: file, msg: err.Error()}
 		if m := toolsYAMLLine.FindStringSubmatch(p.msg); m != nil {
@@ -577,33 +562,8 @@ func decodeToolsFile(file string, data []byte) ([]toolsItem, error) {
 	return items, nil
 }
 
-// toolsYAMLLine is how yaml.v3 (and parseToolsYAML) locate a problem.
+// toolsYAMLLine is how yaml.v3 (and config.ParseYAML) locate a problem.
 var toolsYAMLLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-// parseToolsYAML reads exactly one document. yaml.v3 is third-party code
-// fed operator input; a panic in it becomes an error rather than a crash.
-func parseToolsYAML(data []byte, doc *yaml.Node) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("yaml: cannot parse: %v", r)
-		}
-	}()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("line %d: a second YAML document: the file holds one, its entries under \"tools\"", extra.Line)
-	}
-	return nil
-}
 
 type toolsDecoder struct {
 	file     string

@@ -151,7 +151,7 @@ func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string
 		return &Error{Where: file, Msg: fmt.Sprintf("config file is larger than %d bytes", maxFileBytes)}
 	}
 	var doc yaml.Node
-	if err := parseYAML(data, &doc); err != nil {
+	if err := ParseYAML(data, &doc, "the config file holds exactly one"); err != nil {
 		return &Error{Where: file, Msg: err.Error()}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -166,9 +166,12 @@ func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string
 	return d.err()
 }
 
-// parseYAML reads exactly one document. yaml.v3 is third-party code fed
-// operator input; a panic in it becomes an error rather than a crash.
-func parseYAML(data []byte, doc *yaml.Node) (err error) {
+// ParseYAML reads exactly one document into doc (a file with none leaves
+// doc empty); what names the file's contents in the error for a second
+// document. yaml.v3 is third-party code fed operator input; a panic in it
+// becomes an error rather than a crash. The tools command reads its file
+// with it too.
+func ParseYAML(data []byte, doc *yaml.Node, what string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("yaml: cannot parse: %v", r)
@@ -186,7 +189,7 @@ func parseYAML(data []byte, doc *yaml.Node) (err error) {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("line %d: a second YAML document: the config file holds exactly one", extra.Line)
+		return fmt.Errorf("line %d: a second YAML document: %s", extra.Line, what)
 	}
 	return nil
 }
