@@ -90,8 +90,11 @@ func TestStart(t *testing.T) {
 	if !errors.Is(err, client.ErrQueued) || !errors.As(err, &q) || q.Key == "" || q.RunID != "run_1" || q.Row.Attempt != 0 {
 		t.Fatalf("Do of an outbox tool = %+v, %v; want a *QueuedError", out, err)
 	}
-	if out.Called || calls.Load() != 0 || out.Decision != ledger.DecisionQueued {
-		t.Fatalf("Do of an outbox tool called: %+v", out)
+	if out.Called || calls.Load() != 0 || out.Decision != ledger.DecisionQueued || !out.Queued {
+		t.Fatalf("Do of an outbox tool called, or its outcome is not queued: %+v", out)
+	}
+	if !errors.Is(err, client.ErrUnsettled) {
+		t.Fatalf("a *QueuedError does not match ErrUnsettled: a runtime parking on it would not park: %v", err)
 	}
 	if _, err := c.Claim(ctx, client.ClaimRequest{}); err == nil {
 		t.Fatal("a claim without an intent was sent")
@@ -219,7 +222,7 @@ func TestDoApprovalDeadline(t *testing.T) {
 	_, err := agent.Do(ctx, chargeClaim(1050), countingCall(&calls, "pi_1"))
 	cancel()
 	var ae *client.AwaitingApprovalError
-	if !errors.Is(err, client.ErrAwaitingApproval) || !errors.As(err, &ae) || ae.ApprovalID == "" || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, client.ErrAwaitingApproval) || !errors.Is(err, client.ErrUnsettled) || !errors.As(err, &ae) || ae.ApprovalID == "" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Do past its deadline: %v; want an *AwaitingApprovalError", err)
 	}
 	if calls.Load() != 0 {

@@ -53,9 +53,10 @@ type Outcome struct {
 	// approval (await_approval) and Do waited for the decision: a call
 	// made after it is the one call the grant allowed.
 	AwaitedApproval bool
-	// Queued is true when the claim was queued for the outbox worker and Do
-	// waited for the worker's result (WithWaitQueued): Called is then
-	// false, the worker called, and Row is the row it settled.
+	// Queued is true when the claim answered queued: the outbox worker
+	// makes the call, never this Do (Called is false). With WithWaitQueued
+	// Do waited for the worker's result, and Row is the row it settled;
+	// without, Do returned the *QueuedError with the row as queued.
 	Queued bool
 }
 
@@ -85,14 +86,16 @@ func (o Outcome) ReceiptID() string {
 //     key's next answer: proceed (the one call the grant allows, with the
 //     same key; Outcome.AwaitedApproval), or stop with code
 //     approval_denied or approval_expired (*StopError). A ctx that ends
-//     first returns an *AwaitingApprovalError (ErrAwaitingApproval): the
-//     row stays awaiting, and a later Do of the same intent picks it up;
+//     first returns an *AwaitingApprovalError (ErrAwaitingApproval, and
+//     ErrUnsettled): the row stays awaiting, and a later Do of the same
+//     intent picks it up;
 //   - on queued (an outbox tool: the runtime's Worker makes the call) it
-//     calls nothing and returns a *QueuedError (ErrQueued) naming the key,
-//     row and run, for the runtime to park on — or, with WithWaitQueued,
-//     waits until the worker's call settles the row and returns as a
-//     replay does (Outcome.Queued), or a *StopError. A ctx that ends while
-//     it waits returns the *QueuedError.
+//     calls nothing and returns a *QueuedError (ErrQueued, and
+//     ErrUnsettled: the row is open; Outcome.Queued) naming the key, row
+//     and run, for the runtime to park on — or, with WithWaitQueued, waits
+//     until the worker's call settles the row and returns as a replay does
+//     (Outcome.Queued), or a *StopError. A ctx that ends while it waits
+//     returns the *QueuedError.
 //
 // A nil error means the side effect happened (Row.Status succeeded). A
 // *StopError means the ledger or the vendor refused the intent. A
@@ -102,7 +105,11 @@ func (o Outcome) ReceiptID() string {
 // key. If the process dies between call and report, the row stays pending
 // the same way: its lease (pending_until) runs out, then a retry of the same
 // intent gets retry_same_key (same key, so the vendor replays) or the
-// resolver settles it from vendor truth.
+// resolver settles it from vendor truth. A *QueuedError and an
+// *AwaitingApprovalError match ErrUnsettled as well: the row is open and
+// not this call's to make now, so errors.Is(err, ErrUnsettled) parks the
+// run on all three, as an Unsettled does in the Python and TypeScript
+// clients.
 //
 // A panic in call is reported as a network error (the row becomes unknown)
 // and then re-raised. A call whose write the keyed Transport or
@@ -163,10 +170,11 @@ func (c *Client) doTool(ctx context.Context, claim ClaimRequest, call CallFunc) 
 				return out, fmt.Errorf("claim: queued without a row")
 			}
 			qe := &QueuedError{Key: out.Key, RunID: resp.Row.RunID, Row: *resp.Row}
+			queued = true
 			if !c.waitQueued {
+				out.Queued = true
 				return out, qe
 			}
-			queued = true
 			if resp, err = c.waitWorker(ctx, claim, qe); err != nil {
 				return out, err
 			}

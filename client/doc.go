@@ -27,7 +27,10 @@
 //     runtime to park on — a typed error, not an Outcome with a nil error,
 //     because a nil error means the side effect happened — or, on a client
 //     WithWaitQueued, waits for the worker's result and returns it as a
-//     replay. Worker is the outbox worker: it takes the tenant's work items
+//     replay. Both errors match ErrUnsettled too, as the Python and
+//     TypeScript clients' QueuedError is an Unsettled and their approval
+//     wait ends in one: the row is open, so a runtime that parks on "not
+//     known yet" parks on them as well. Worker is the outbox worker: it takes the tenant's work items
 //     from RECON_WORK through one durable consumer shared by every worker
 //     process, Starts each key (proceed once across workers), calls the
 //     tool's WorkHandler with Do's attempt, and acks. Start, StartWait,

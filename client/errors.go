@@ -39,7 +39,12 @@ var (
 	// ErrUnsettled is matched by every *UnsettledError: the call's side
 	// effect is not known. The row stays pending or unknown until the
 	// resolver, a webhook or a retry with the same key settles it. Never call
-	// the vendor again under a new key.
+	// the vendor again under a new key. A *QueuedError and an
+	// *AwaitingApprovalError match it too (as the Python and TypeScript
+	// clients' QueuedError is an Unsettled, and their do() ends an
+	// approval wait with one): the row is open and the call is not this
+	// agent's to make now, so a runtime that parks the run on "not known
+	// yet" parks it on those as well.
 	ErrUnsettled = errors.New("side effect not settled")
 	// ErrReportFailed means the outcome report could not be delivered after
 	// its retries; the row stays pending for the resolver.
@@ -173,8 +178,8 @@ func (e *UnsettledError) Unwrap() error { return e.Err }
 // waited for a human's approval: nothing was called, and the row stays
 // pending at attempt 0 with its approval requested until a human decides
 // or the request expires. A later Do of the same intent (the same key)
-// picks the wait up again. It matches ErrAwaitingApproval; Err is ctx's
-// error.
+// picks the wait up again. It matches ErrAwaitingApproval and ErrUnsettled;
+// Err is ctx's error.
 type AwaitingApprovalError struct {
 	Key        string
 	ApprovalID string
@@ -190,8 +195,10 @@ func (e *AwaitingApprovalError) Error() string {
 	return msg
 }
 
-// Is matches ErrAwaitingApproval.
-func (e *AwaitingApprovalError) Is(target error) bool { return target == ErrAwaitingApproval }
+// Is matches ErrAwaitingApproval and ErrUnsettled.
+func (e *AwaitingApprovalError) Is(target error) bool {
+	return target == ErrAwaitingApproval || target == ErrUnsettled
+}
 
 // Unwrap returns ctx's error.
 func (e *AwaitingApprovalError) Unwrap() error { return e.Err }
@@ -202,7 +209,9 @@ func (e *AwaitingApprovalError) Unwrap() error { return e.Err }
 // worker reports; a Do of the same intent on a client WithWaitQueued waits
 // for that and returns the receipt, as does reading the row (Get) or
 // waiting for the key's resolution event on run RunID. Err is set when
-// Do waited (WithWaitQueued) and its ctx ended first. It matches ErrQueued.
+// Do waited (WithWaitQueued) and its ctx ended first. It matches ErrQueued
+// and ErrUnsettled: the row is open, and it must never be called under a
+// new key.
 type QueuedError struct {
 	Key   string
 	RunID string
@@ -218,8 +227,8 @@ func (e *QueuedError) Error() string {
 	return msg
 }
 
-// Is matches ErrQueued.
-func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
+// Is matches ErrQueued and ErrUnsettled.
+func (e *QueuedError) Is(target error) bool { return target == ErrQueued || target == ErrUnsettled }
 
 // Unwrap returns ctx's error when Do waited.
 func (e *QueuedError) Unwrap() error { return e.Err }

@@ -3,8 +3,10 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -205,6 +207,49 @@ func TestNewRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := client.New(tt.url, tt.token, tt.opts...); err == nil {
 				t.Error("New succeeded")
+			}
+		})
+	}
+}
+
+// TestDoErrorSentinels: which of Do's sentinels each of its error types
+// matches. A *QueuedError and an *AwaitingApprovalError are unsettled as
+// well — the row is open, the call not this agent's to make now — as the
+// Python and TypeScript clients' QueuedError is an Unsettled and their
+// approval wait ends in one; none of them is a stop.
+func TestDoErrorSentinels(t *testing.T) {
+	sentinels := []struct {
+		name string
+		err  error
+	}{
+		{"ErrStopped", client.ErrStopped},
+		{"ErrUnsettled", client.ErrUnsettled},
+		{"ErrEscalated", client.ErrEscalated},
+		{"ErrReportFailed", client.ErrReportFailed},
+		{"ErrQueued", client.ErrQueued},
+		{"ErrAwaitingApproval", client.ErrAwaitingApproval},
+	}
+	tests := []struct {
+		name string
+		err  error
+		want []error
+	}{
+		{"stop", &client.StopError{Code: ledger.CodeApprovalDenied, Key: "k"}, []error{client.ErrStopped}},
+		{"unsettled", &client.UnsettledError{Key: "k", Status: ledger.StatusUnknown}, []error{client.ErrUnsettled}},
+		{"escalated", &client.UnsettledError{Key: "k", Err: client.ErrEscalated}, []error{client.ErrUnsettled, client.ErrEscalated}},
+		{"queued", &client.QueuedError{Key: "k", RunID: "run_1"}, []error{client.ErrUnsettled, client.ErrQueued}},
+		{"queued, wait ended", &client.QueuedError{Key: "k", Err: context.DeadlineExceeded}, []error{client.ErrUnsettled, client.ErrQueued}},
+		{"awaiting approval", &client.AwaitingApprovalError{Key: "k", ApprovalID: "ap_1", Err: context.Canceled},
+			[]error{client.ErrUnsettled, client.ErrAwaitingApproval}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wrapped := fmt.Errorf("run step: %w", tt.err)
+			for _, s := range sentinels {
+				want := slices.Contains(tt.want, s.err)
+				if got := errors.Is(wrapped, s.err); got != want {
+					t.Errorf("errors.Is(%v, %s) = %v, want %v", wrapped, s.name, got, want)
+				}
 			}
 		})
 	}

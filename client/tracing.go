@@ -85,6 +85,10 @@ func errorKind(err error) string {
 		return "stop: " + se.Code
 	case errors.Is(err, ErrEscalated):
 		return "unsettled: escalated"
+	case errors.Is(err, ErrQueued): // before ErrUnsettled: it matches that too
+		return "unsettled: queued"
+	case errors.Is(err, ErrAwaitingApproval):
+		return "unsettled: awaiting approval"
 	case errors.Is(err, ErrUnsettled):
 		return "unsettled"
 	case errors.Is(err, ErrNoKey):

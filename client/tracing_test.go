@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/internal/fakestripe"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
@@ -105,5 +107,29 @@ func TestDoStartsToolSpan(t *testing.T) {
 	}
 	if a := spanAttrs(spans[0]); a["reconciler.status"] != "succeeded" || a["reconciler.decision"] != "proceed" {
 		t.Errorf("tool span attributes %v", a)
+	}
+}
+
+// TestDoSpanStatusQueued: the tool span of a queued call says so — an
+// unsettled call, not an error of the runtime's — and the call is the
+// worker's, not this Do's.
+func TestDoSpanStatusQueued(t *testing.T) {
+	e := newEnv(t, withAutonomy(0))
+	c := e.client(t)
+	registerCharge(t, c, ledger.AutonomyOutbox)
+	runtime := tracetest.NewSpanRecorder()
+	ctx, tool := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(runtime)).Tracer("agent").Start(context.Background(), "tool call")
+	var calls atomic.Int32
+	_, err := c.Do(ctx, outboxClaim(), countingCall(&calls, "pi_never"))
+	tool.End()
+	if !errors.Is(err, client.ErrQueued) || calls.Load() != 0 {
+		t.Fatalf("Do of an outbox tool: %v (%d calls), want queued without a call", err, calls.Load())
+	}
+	spans := runtime.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("runtime spans %v, want the tool span", spans)
+	}
+	if d := spans[0].Status().Description; d != "unsettled: queued" {
+		t.Errorf("tool span status %q, want unsettled: queued", d)
 	}
 }

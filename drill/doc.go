@@ -52,7 +52,9 @@
 // A drill that needs a step the runner does not announce is skipped —
 // reported as SKIP with the missing step named, neither failed nor
 // passed — so a runner gains drills by implementing and announcing steps,
-// and never fails one it was not built for. The Go runtime has them all.
+// and never fails one it was not built for. The Go runtime has them all,
+// and so do both runners, each driving its client's own do() for them (no
+// step of theirs goes around the client): every runtime runs every drill.
 //
 // Then it reads one op a line from stdin and answers each with one line,
 // running ops at once (answers may come in any order, matched by id):
@@ -88,7 +90,10 @@
 //     or stop, answered as error class stopped with code approval_denied
 //     or approval_expired. Its outcome then carries "awaited_approval":
 //     true. A do whose time runs out while the approval is still requested
-//     answers error class awaiting_approval (key set): nothing was called.
+//     answers error class awaiting_approval (key set): nothing was called
+//     (the Python and TypeScript clients end that wait with their plain
+//     unsettled error, its outcome awaited_approval and not called, which
+//     their runners answer as this class).
 //     The drills irreversible-waits-for-approval, denied-never-calls and
 //     open-checklist-stays-gated need it; the harness approves or denies
 //     with an approver token of its own, after the watch saw the agent
@@ -97,11 +102,12 @@
 //     runtime's worker makes the call) by calling nothing and answering
 //     error class queued with the key (its outcome: decision queued, the
 //     row). An op do with "wait_queued": true instead waits until the
-//     row is closed — reading GET /v1/claims/{key} every poll interval
-//     (an agent's claim of an open queued row answers queued at once, so
-//     it cannot long-poll) — and then claims again and answers as for that
-//     claim: replay (outcome "queued": true, "called": false, the
-//     worker's receipt) or stopped. A row a human was paged for ends the
+//     row is closed — asking every poll interval (an agent's claim of an
+//     open queued row answers queued at once, so it cannot long-poll: the
+//     Go SDK reads GET /v1/claims/{key} and then claims, the Python and
+//     TypeScript clients claim until the answer is not queued) — and
+//     answers as for the claim that ended it: replay (outcome "queued":
+//     true, "called": false, the worker's receipt) or stopped. A row a human was paged for ends the
 //     wait as escalated. The drill outbox-three-retries-execute-once needs
 //     it; its worker is the Go SDK's client.Worker, run by the harness with
 //     the tenant's NATS credential (the other clients have no JetStream
@@ -148,7 +154,9 @@
 // sabotages live in the harness, made of the runtime's own operations, so
 // they work with every runtime. TestDrillsCatchSabotage runs each drill
 // with its sabotage, with each runtime that can run here, and requires a
-// FAIL; TestDrills requires every drill to pass with each runtime.
+// FAIL — for the autonomy drills a FAIL on the sabotage's own symptom, the
+// vendor called — and no SKIP; TestDrills requires every drill to pass
+// with each runtime, none skipped.
 //
 // Imports: api, client, events, events/natsserver, fixtures, ledger,
 // ledger/bolt, paging, registry, resolver and webhooks of this module (it wires them

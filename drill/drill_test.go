@@ -55,12 +55,9 @@ func checkAllPass(t *testing.T, results []Result) {
 	for _, r := range results {
 		t.Run(r.Name, func(t *testing.T) {
 			if r.Skipped {
-				// Only a runner that does not announce a step may skip;
-				// the Go SDK implements every one.
-				if r.Runtime == RuntimeGo {
-					t.Fatalf("the Go runtime skipped: %s", r.Detail)
-				}
-				t.Skipf("skipped: %s", r.Detail)
+				// Every runtime — the Go SDK, and the Python and TypeScript
+				// runners — implements every protocol step: none may skip.
+				t.Fatalf("the %s runtime skipped: %s", r.Runtime, r.Detail)
 			}
 			if !r.Pass {
 				t.Errorf("FAIL: %s (side effects %d, expected %d)", r.Detail, r.SideEffects, r.Expected)
@@ -81,7 +78,10 @@ func checkAllPass(t *testing.T, results []Result) {
 // switches its protection off: each must FAIL, or the drill proves nothing.
 // The sabotages live in the harness, made of the runtime's own operations,
 // so each runtime runs them: a runner that dropped what a sabotage changes
-// (a claim's key, a call's receipt paths) would let its drill pass.
+// (a claim's key, a call's receipt paths) would let its drill pass. No
+// runtime may skip one, and where a sabotage has a symptom of its own
+// (caughtBy) the drill must fail on it, not on something else a runtime
+// got wrong.
 func TestDrillsCatchSabotage(t *testing.T) {
 	for _, rt := range Runtimes() {
 		t.Run(rt, func(t *testing.T) {
@@ -100,6 +100,17 @@ func TestDrillsCatchSabotage(t *testing.T) {
 	}
 }
 
+// caughtBy is the check each autonomy drill's sabotage must trip, whatever
+// the runtime: the vendor called while the approval was requested, after
+// the denial, without the approval an open box asks for, or by each queued
+// retry itself.
+var caughtBy = map[string]string{
+	SabotageCallBeforeApproval: "posts before the approval, want none",
+	SabotageIgnoreDenial:       "posts, want none",
+	SabotageIgnoreChecklist:    "never told await_approval",
+	SabotageQueuedAsFailure:    "called=true",
+}
+
 func checkCaught(t *testing.T, o Options, d drill) {
 	t.Helper()
 	results, err := Run(context.Background(), o)
@@ -110,8 +121,8 @@ func checkCaught(t *testing.T, o Options, d drill) {
 		t.Fatalf("got %d results, want 1", len(results))
 	}
 	r := results[0]
-	if r.Skipped && r.Runtime != RuntimeGo {
-		t.Skipf("the runtime skips the drill: %s", r.Detail)
+	if r.Skipped {
+		t.Fatalf("the %s runtime skipped the drill, so its sabotage was never tried: %s", r.Runtime, r.Detail)
 	}
 	if r.Pass {
 		t.Fatalf("drill passed with %s switched off (side effects %d)", d.sabotage, r.SideEffects)
@@ -123,6 +134,9 @@ func checkCaught(t *testing.T, o Options, d drill) {
 	// must be one of its checks, not its set-up.
 	if strings.HasPrefix(r.Detail, "environment: ") || strings.Contains(r.Detail, "set-up: ") {
 		t.Fatalf("drill failed for another reason than %s: %s", d.sabotage, r.Detail)
+	}
+	if want, ok := caughtBy[d.sabotage]; ok && !strings.Contains(r.Detail, want) {
+		t.Fatalf("drill failed, but not on what %s breaks (%q): %s", d.sabotage, want, r.Detail)
 	}
 	t.Logf("caught: %s", r.Detail)
 }

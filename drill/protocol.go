@@ -177,9 +177,11 @@ func (e *runtimeError) Error() string {
 	return e.w.Message
 }
 
-// Is matches the sentinels of e's class: ErrUnsettled for an unsettled,
-// escalated or report_failed op; ErrEscalated, ErrReportFailed, ErrStopped;
-// and an API error's code sentinel (client.Error's own Is).
+// Is matches the sentinels of e's class, as the Go SDK's errors do:
+// ErrUnsettled for an unsettled, escalated, report_failed, queued or
+// awaiting_approval op; ErrEscalated, ErrReportFailed, ErrQueued,
+// ErrAwaitingApproval, ErrStopped; and an API error's code sentinel
+// (client.Error's own Is).
 func (e *runtimeError) Is(target error) bool {
 	switch e.w.Class {
 	case errStopped:
@@ -195,15 +197,16 @@ func (e *runtimeError) Is(target error) bool {
 	case errUnsupported:
 		return target == errOpUnsupported
 	case errAwaiting:
-		return target == client.ErrAwaitingApproval
+		return target == client.ErrUnsettled || target == client.ErrAwaitingApproval
 	case errQueued:
-		return target == client.ErrQueued
+		return target == client.ErrUnsettled || target == client.ErrQueued
 	}
 	return false
 }
 
 // As gives the SDK's error type of e's class: *client.Error,
-// *client.StopError or *client.UnsettledError.
+// *client.StopError, *client.QueuedError, *client.AwaitingApprovalError or
+// *client.UnsettledError.
 func (e *runtimeError) As(target any) bool {
 	switch t := target.(type) {
 	case **client.Error:

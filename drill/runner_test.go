@@ -150,7 +150,8 @@ func TestRunnerFailures(t *testing.T) {
 }
 
 // TestRunnersSpeakProtocol checks, for every runner that can run here,
-// what the drills take for granted: the greeting, scrub keeping numbers as
+// what the drills take for granted: the greeting, which announces every
+// protocol step (each runtime runs every drill), scrub keeping numbers as
 // numbers, an op it does not know answered unsupported, a vendor call that
 // gets no answer answered transport, and several answers out of order.
 func TestRunnersSpeakProtocol(t *testing.T) {
@@ -185,6 +186,11 @@ func TestRunnersSpeakProtocol(t *testing.T) {
 					t.Errorf("close: %v", err)
 				}
 			}()
+			for _, c := range capabilities {
+				if !rt.has(c) {
+					t.Errorf("the greeting does not announce %q: the drills that need it would be skipped", c)
+				}
+			}
 			a := &agent{rt: rt, name: "a"}
 
 			args, err := a.scrub(ctx, map[string]any{"amount": int64(1050), "nested": map[string]any{"Idempotency-Key": "k", "n": 2.5}, "request_id": "r"})
@@ -234,6 +240,7 @@ func TestWireErrors(t *testing.T) {
 	sentinels := []error{
 		client.ErrStopped, client.ErrUnsettled, client.ErrEscalated, client.ErrReportFailed,
 		client.ErrFingerprintMismatch, client.ErrCompensationPending, client.ErrNotFound, client.ErrUnavailable,
+		client.ErrQueued, client.ErrAwaitingApproval,
 	}
 	tests := []struct {
 		name string
@@ -243,6 +250,10 @@ func TestWireErrors(t *testing.T) {
 		{"unsettled", &client.UnsettledError{Key: "k", Status: ledger.StatusUnknown, Err: context.DeadlineExceeded}},
 		{"escalated", &client.UnsettledError{Key: "k", Status: ledger.StatusUnknown, Err: client.ErrEscalated}},
 		{"report failed", &client.UnsettledError{Key: "k", Err: fmt.Errorf("%w: 503", client.ErrReportFailed)}},
+		{"approval denied", &client.StopError{Code: ledger.CodeApprovalDenied, Key: "k"}},
+		{"queued", &client.QueuedError{Key: "k", RunID: "run_1"}},
+		{"queued, wait ended", &client.QueuedError{Key: "k", RunID: "run_1", Err: context.DeadlineExceeded}},
+		{"awaiting approval", &client.AwaitingApprovalError{Key: "k", ApprovalID: "ap_1", Err: context.DeadlineExceeded}},
 		{"fingerprint mismatch", &client.Error{Status: 422, Code: "fingerprint_mismatch", Message: "another intent"}},
 		{"compensation pending", &client.Error{Status: 409, Code: "compensation_pending", Message: "pending"}},
 		{"proxy 502", &client.Error{Status: 502, Code: "bad_gateway", Message: "<html>"}},
@@ -271,6 +282,8 @@ func TestWireErrors(t *testing.T) {
 				apiGot, apiWant     *client.Error
 				stopGot, stopWant   *client.StopError
 				unsetGot, unsetWant *client.UnsettledError
+				queueGot, queueWant *client.QueuedError
+				awaitGot, awaitWant *client.AwaitingApprovalError
 			)
 			if errors.As(got, &apiGot) != errors.As(tt.err, &apiWant) || (apiWant != nil && *apiGot != *apiWant) {
 				t.Errorf("as *client.Error: %+v, want %+v", apiGot, apiWant)
@@ -280,6 +293,12 @@ func TestWireErrors(t *testing.T) {
 			}
 			if errors.As(got, &unsetGot) != errors.As(tt.err, &unsetWant) || (unsetWant != nil && (unsetGot.Key != unsetWant.Key || unsetGot.Status != unsetWant.Status)) {
 				t.Errorf("as *client.UnsettledError: %+v, want %+v", unsetGot, unsetWant)
+			}
+			if errors.As(got, &queueGot) != errors.As(tt.err, &queueWant) || (queueWant != nil && queueGot.Key != queueWant.Key) {
+				t.Errorf("as *client.QueuedError: %+v, want %+v", queueGot, queueWant)
+			}
+			if errors.As(got, &awaitGot) != errors.As(tt.err, &awaitWant) || (awaitWant != nil && awaitGot.Key != awaitWant.Key) {
+				t.Errorf("as *client.AwaitingApprovalError: %+v, want %+v", awaitGot, awaitWant)
 			}
 		})
 	}

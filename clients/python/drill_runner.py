@@ -12,6 +12,12 @@ RECONCILER_DRILL_URL (agent ``a``'s API base URL is that + ``/a``),
 RECONCILER_DRILL_TOKEN, and the client settings RECONCILER_DRILL_POLL_MS,
 _WAIT_MS, _RETRIES and _BACKOFF_MS.
 
+It announces the protocol steps ``await_approval`` and ``queued``
+(CAPABILITIES): ``do`` is the client's own ``Client.do``, which waits out
+an approval and raises QueuedError on an outbox tool's claim, or with the
+op's ``wait_queued`` waits for the worker's result; the runner only maps
+what it returns or raises onto the protocol.
+
 Standard library only, as the client; not part of the installed package.
 """
 
@@ -30,6 +36,8 @@ from typing import Any, Callable, Dict, List, Optional
 import reconciler_client as rc
 
 PROTOCOL = 1
+# The protocol steps beyond the base this runner implements (drill/doc.go).
+CAPABILITIES = ["await_approval", "queued"]
 
 _out_lock = threading.Lock()
 _clients_lock = threading.Lock()
@@ -142,6 +150,8 @@ def outcome_json(out: rc.Outcome) -> Dict[str, Any]:
         "kind": out.kind,
         "replayed": out.replayed,
         "waited": out.waited,
+        "awaited_approval": out.awaited_approval,
+        "queued": out.queued,
     }
 
 
@@ -152,6 +162,12 @@ def claim_json(resp: rc.ClaimResponse) -> Dict[str, Any]:
 def error_json(e: BaseException) -> Dict[str, Any]:
     """error_json is e in the protocol's error classes."""
     d: Dict[str, Any] = {"message": str(e) or type(e).__name__}
+    if isinstance(e, rc.QueuedError):  # before Unsettled: it is one
+        d["class"], d["key"] = "queued", e.key
+        return d
+    if awaiting_approval(e):
+        d["class"], d["key"] = "awaiting_approval", e.key
+        return d
     if isinstance(e, rc.Escalated):  # before Unsettled: it is one
         d["class"] = "escalated"
     elif isinstance(e, rc.ReportFailed):
@@ -178,10 +194,25 @@ def error_json(e: BaseException) -> Dict[str, Any]:
     return d
 
 
+def awaiting_approval(e: BaseException) -> bool:
+    """awaiting_approval tells a do() that ran out of time while a human had
+    not decided: the client raises a plain Unsettled for it, whose outcome
+    says it awaited approval and called nothing (a call after the grant that
+    did not settle is Unsettled too, but called)."""
+    if type(e) is not rc.Unsettled:
+        return False
+    out = e.outcome
+    return out is not None and out.awaited_approval and not out.called
+
+
 def op_do(req: Dict[str, Any]) -> Dict[str, Any]:
     spec = req["call"]
     try:
-        out = client(req["agent"]).do(claim_of(req["claim"]), lambda key, local_id: vendor_call(spec, key, local_id))
+        out = client(req["agent"]).do(
+            claim_of(req["claim"]),
+            lambda key, local_id: vendor_call(spec, key, local_id),
+            wait_queued=bool(req.get("wait_queued")),
+        )
     except rc.ReconcilerError as e:
         a = {"error": error_json(e)}
         outcome = getattr(e, "outcome", None)
@@ -252,7 +283,14 @@ def serve(req: Dict[str, Any]) -> None:
 
 
 def main() -> int:
-    write({"protocol": PROTOCOL, "runtime": "python", "client": "reconciler_client " + rc.__version__})
+    write(
+        {
+            "protocol": PROTOCOL,
+            "runtime": "python",
+            "client": "reconciler_client " + rc.__version__,
+            "capabilities": CAPABILITIES,
+        }
+    )
     for line in sys.stdin:
         if not line.strip():
             continue

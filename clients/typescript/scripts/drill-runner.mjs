@@ -11,6 +11,12 @@
 // (agent `a`'s API base URL is that + "/a"), RECONCILER_DRILL_TOKEN, and
 // the client settings RECONCILER_DRILL_POLL_MS, _WAIT_MS, _RETRIES and
 // _BACKOFF_MS. Build the client first: npm ci && npm run build.
+//
+// It announces the protocol steps await_approval and queued
+// (CAPABILITIES): do is the client's own do(), which waits out an approval
+// and throws a QueuedError on an outbox tool's claim, or with the op's
+// wait_queued (waitQueued) waits for the worker's result; the runner only
+// maps what it returns or throws onto the protocol.
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import {
@@ -19,6 +25,7 @@ import {
   EscalatedError,
   InvalidResponseError,
   NetworkError,
+  QueuedError,
   ReportFailedError,
   StoppedError,
   UnknownDecisionError,
@@ -28,6 +35,8 @@ import {
 } from "../dist/index.js";
 
 const PROTOCOL = 1;
+// The protocol steps beyond the base this runner implements (drill/doc.go).
+const CAPABILITIES = ["await_approval", "queued"];
 const env = process.env;
 const clients = new Map();
 
@@ -114,6 +123,8 @@ function outcomeJSON(o) {
     kind: o.kind ?? "",
     replayed: o.replayed,
     waited: o.waited,
+    awaited_approval: o.awaitedApproval ?? false,
+    queued: o.queued ?? false,
   };
 }
 
@@ -121,9 +132,21 @@ function claimJSON(resp) {
   return { decision: resp.decision, code: resp.code ?? "", row: resp.row ?? null, http_status: resp.httpStatus };
 }
 
+/**
+ * awaitingApproval tells a do() that ended while a human had not decided:
+ * the client throws a plain UnsettledError for it, whose outcome says it
+ * awaited approval and called nothing (a call after the grant that did not
+ * settle is an UnsettledError too, but called).
+ */
+function awaitingApproval(err) {
+  return err?.constructor === UnsettledError && err.outcome?.awaitedApproval === true && !err.outcome.called;
+}
+
 /** errorJSON is err in the protocol's error classes. */
 function errorJSON(err) {
   const e = { message: err instanceof Error ? err.message : String(err) };
+  if (err instanceof QueuedError) return { ...e, class: "queued", key: err.key }; // before UnsettledError: it is one
+  if (awaitingApproval(err)) return { ...e, class: "awaiting_approval", key: err.key };
   if (err instanceof EscalatedError) e.class = "escalated"; // before UnsettledError: it is one
   else if (err instanceof ReportFailedError) e.class = "report_failed";
   else if (err instanceof UnsettledError) e.class = "unsettled";
@@ -144,8 +167,10 @@ function errorJSON(err) {
 const ops = {
   async do(req) {
     try {
-      const out = await client(req.agent).do(req.claim, ({ key, localId, signal }) =>
-        vendorCall(req.call, key, localId, signal),
+      const out = await client(req.agent).do(
+        req.claim,
+        ({ key, localId, signal }) => vendorCall(req.call, key, localId, signal),
+        { waitQueued: req.wait_queued === true },
       );
       return { outcome: outcomeJSON(out) };
     } catch (err) {
@@ -191,7 +216,7 @@ async function serve(req) {
 }
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
-write({ protocol: PROTOCOL, runtime: "typescript", client: `${pkg.name} ${pkg.version}` });
+write({ protocol: PROTOCOL, runtime: "typescript", client: `${pkg.name} ${pkg.version}`, capabilities: CAPABILITIES });
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on("line", (line) => {
   if (line.trim()) void serve(JSON.parse(line));
