@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -485,7 +486,7 @@ func readToolsFile(name string, stdin io.Reader) ([]toolsItem, error) {
 func decodeToolsFile(file string, data []byte) ([]toolsItem, error) {
 	d := &toolsDecoder{file: file, budget: toolsMaxNodes}
 	var doc yaml.Node
-	if err := config.ParseYAML(data, &doc, `the file holds one, its entries under "tools"`); err != nil {
+	if err := yamlnode.ParseOne(data, &doc, `the file holds one, its entries under "tools"`); err != nil {
 		// "yaml: line 4: did not find …" reads as the other problems do: file:4: did not find …
 		p := toolsProblem{file: file, msg: err.Error()}
 		if m := toolsYAMLLine.FindStringSubmatch(p.msg); m != nil {
@@ -562,7 +563,7 @@ func decodeToolsFile(file string, data []byte) ([]toolsItem, error) {
 	return items, nil
 }
 
-// toolsYAMLLine is how yaml.v3 (and config.ParseYAML) locate a problem.
+// toolsYAMLLine is how yaml.v3 (and yamlnode.ParseOne) locate a problem.
 var toolsYAMLLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
 type toolsDecoder struct {
@@ -626,24 +627,13 @@ func (d *toolsDecoder) mapping(n *yaml.Node, path string, line int, each func(ke
 		d.fail(line, path, "want a mapping, got %s", toolsKind(n))
 		return
 	}
-	seen := make(map[string]int, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], n.Content[i+1]
-		switch {
-		case key.Kind != yaml.ScalarNode:
-			d.fail(key.Line, path, "a key must be a plain string, got %s", toolsKind(key))
-			continue
-		case key.ShortTag() == "!!merge":
-			d.fail(key.Line, path, "merge keys (<<) are not supported: write the values out")
-			continue
+	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
+		if duplicate {
+			d.fail(key.Line, toolsJoin(path, key.Value), "%s", msg)
+			return
 		}
-		if first, dup := seen[key.Value]; dup {
-			d.fail(key.Line, toolsJoin(path, key.Value), "duplicate key (first at line %d)", first)
-			continue
-		}
-		seen[key.Value] = key.Line
-		each(key, val)
-	}
+		d.fail(key.Line, path, "%s", msg)
+	})
 }
 
 var toolsTimeType = reflect.TypeFor[time.Time]()

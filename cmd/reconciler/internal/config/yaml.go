@@ -1,11 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"sort"
 	"strconv"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/yamlnode"
 )
 
 // Error is one problem with the configuration. Where names its source:
@@ -151,7 +151,7 @@ func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string
 		return &Error{Where: file, Msg: fmt.Sprintf("config file is larger than %d bytes", maxFileBytes)}
 	}
 	var doc yaml.Node
-	if err := ParseYAML(data, &doc, "the config file holds exactly one"); err != nil {
+	if err := yamlnode.ParseOne(data, &doc, "the config file holds exactly one"); err != nil {
 		return &Error{Where: file, Msg: err.Error()}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -164,34 +164,6 @@ func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string
 	}
 	d.decode(root, reflect.ValueOf(c).Elem(), "", root.Line)
 	return d.err()
-}
-
-// ParseYAML reads exactly one document into doc (a file with none leaves
-// doc empty); what names the file's contents in the error for a second
-// document. yaml.v3 is third-party code fed operator input; a panic in it
-// becomes an error rather than a crash. The tools command reads its file
-// with it too.
-func ParseYAML(data []byte, doc *yaml.Node, what string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("yaml: cannot parse: %v", r)
-		}
-	}()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("line %d: a second YAML document: %s", extra.Line, what)
-	}
-	return nil
 }
 
 type yamlDecoder struct {
@@ -296,7 +268,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			d.fail(line, path, "want a list, got %s", kindName(n))
+			d.fail(line, path, "want a list, got %s", yamlnode.Kind(n))
 			return
 		}
 		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
@@ -330,33 +302,22 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 // non-scalar keys and merge keys (<<), which would hide where a value came from.
 func (d *yamlDecoder) mapping(n *yaml.Node, path string, line int, each func(key, val *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(line, path, "want a mapping, got %s", kindName(n))
+		d.fail(line, path, "want a mapping, got %s", yamlnode.Kind(n))
 		return
 	}
-	seen := make(map[string]int, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], n.Content[i+1]
-		if key.Kind != yaml.ScalarNode {
-			d.fail(key.Line, path, "a key must be a plain string, got %s", kindName(key))
-			continue
+	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
+		if duplicate {
+			d.fail(key.Line, mapPath(path, key.Value), "%s", msg)
+			return
 		}
-		if key.ShortTag() == "!!merge" {
-			d.fail(key.Line, path, "merge keys (<<) are not supported: write the values out")
-			continue
-		}
-		if first, dup := seen[key.Value]; dup {
-			d.fail(key.Line, mapPath(path, key.Value), "duplicate key (first at line %d)", first)
-			continue
-		}
-		seen[key.Value] = key.Line
-		each(key, val)
-	}
+		d.fail(key.Line, path, "%s", msg)
+	})
 }
 
 // scalar returns the expanded text of a scalar node.
 func (d *yamlDecoder) scalar(n *yaml.Node, path string, line int) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
-		d.fail(line, path, "want a single value, got %s", kindName(n))
+		d.fail(line, path, "want a single value, got %s", yamlnode.Kind(n))
 		return "", false
 	}
 	if n.ShortTag() == "!!null" {
@@ -471,21 +432,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return "a single value"
-	case yaml.AliasNode:
-		return "an alias"
-	default:
-		return "a document"
-	}
 }
 
 func joinPath(path, key string) string {
