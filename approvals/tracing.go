@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
@@ -21,12 +20,7 @@ import (
 
 const tracerScope = "github.com/agentledger/reconciler/approvals"
 
-func tracerOf(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		return noop.NewTracerProvider().Tracer(tracerScope)
-	}
-	return tp.Tracer(tracerScope)
-}
+func tracerOf(tp trace.TracerProvider) trace.Tracer { return tracing.Tracer(tp, tracerScope) }
 
 // startExpiry starts the approval span of expiring row's request.
 func (x *Expirer) startExpiry(ctx context.Context, row ledger.Row) (context.Context, trace.Span) {

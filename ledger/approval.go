@@ -374,16 +374,7 @@ func (q *ApprovalQuery) Validate() error {
 			return err
 		}
 	}
-	if q.Limit == 0 {
-		q.Limit = DefaultListLimit
-	}
-	if q.Limit < 1 || q.Limit > MaxListLimit {
-		return ErrInvalidListQuery.With("limit must be 1 to %d", MaxListLimit)
-	}
-	if len(q.Cursor) > 1024 {
-		return ErrInvalidListQuery.With("cursor")
-	}
-	return nil
+	return validatePage(&q.Limit, q.Cursor)
 }
 
 // ApprovalPage is one page of rows with open approvals; NextCursor is

@@ -137,13 +137,19 @@ func (q *ListQuery) Validate() error {
 	if q.RunID != "" && ValidateRunID(q.RunID) != nil {
 		return ErrInvalidListQuery.With("run_id")
 	}
-	if q.Limit == 0 {
-		q.Limit = DefaultListLimit
+	return validatePage(&q.Limit, q.Cursor)
+}
+
+// validatePage checks a page's limit and cursor, filling the default
+// limit: every listing pages the same way.
+func validatePage(limit *int, cursor string) error {
+	if *limit == 0 {
+		*limit = DefaultListLimit
 	}
-	if q.Limit < 1 || q.Limit > MaxListLimit {
+	if *limit < 1 || *limit > MaxListLimit {
 		return ErrInvalidListQuery.With("limit must be 1 to %d", MaxListLimit)
 	}
-	if len(q.Cursor) > 1024 {
+	if len(cursor) > 1024 {
 		return ErrInvalidListQuery.With("cursor")
 	}
 	return nil

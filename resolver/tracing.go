@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentledger/reconciler/internal/tracing"
 	"github.com/agentledger/reconciler/ledger"
@@ -32,13 +31,7 @@ const (
 	pageUndelivered = "page not delivered"
 )
 
-// tracerOf is tp's tracer for the resolver, or a no-op one.
-func tracerOf(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		return noop.NewTracerProvider().Tracer(tracerScope)
-	}
-	return tp.Tracer(tracerScope)
-}
+func tracerOf(tp trace.TracerProvider) trace.Tracer { return tracing.Tracer(tp, tracerScope) }
 
 // startResolve starts the resolve span of row.
 func (r *Resolver) startResolve(ctx context.Context, row ledger.Row) (context.Context, trace.Span) {

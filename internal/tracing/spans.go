@@ -6,7 +6,18 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
+
+// Tracer is tp's tracer of the package scope names, or a no-op one when
+// tp is nil: the packages that take a TracerProvider option start their
+// spans unconditionally and let an absent provider make them free.
+func Tracer(tp trace.TracerProvider, scope string) trace.Tracer {
+	if tp == nil {
+		return noop.NewTracerProvider().Tracer(scope)
+	}
+	return tp.Tracer(scope)
+}
 
 // Page actions, the reconciler.page.action of a page span.
 const (
