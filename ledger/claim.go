@@ -300,7 +300,9 @@ func startAttempt(row *Row, now time.Time, p Policy) {
 // and not when the last answer was a 5xx (Stripe replays a stored 500, so a
 // retry would only read the failure back).
 func RetryAllowed(r Row, now time.Time) bool {
-	return r.Status.Open() && r.ToolClass == ClassWriteIdempotent &&
+	// A row at attempt 0 was never granted a call (§11): there is nothing
+	// to retry, and a replay would be the call a human or a worker must make.
+	return r.Status.Open() && r.Attempt > 0 && r.ToolClass == ClassWriteIdempotent &&
 		now.Before(r.ReplayWindowUntil) && r.LastHTTPStatus < 500
 }
 

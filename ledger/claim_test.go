@@ -314,6 +314,8 @@ func TestRetryAllowed(t *testing.T) {
 		{name: "window end", now: t0.Add(24 * time.Hour)},
 		{name: "last 500", change: func(r *ledger.Row) { r.LastHTTPStatus = 500 }, now: t0.Add(time.Hour)},
 		{name: "last 409", change: func(r *ledger.Row) { r.LastHTTPStatus = 409 }, now: t0.Add(time.Hour), want: true},
+		// A gated row a runtime reported on without a grant: never replayed.
+		{name: "unknown at attempt 0", change: func(r *ledger.Row) { r.Status, r.Attempt = ledger.StatusUnknown, 0 }, now: t0.Add(time.Hour)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -433,6 +433,41 @@ func Test429StormBacksOff(t *testing.T) {
 	}
 }
 
+// A runtime that reports a timeout on a row awaiting approval (a call it
+// was told not to make) turns it unknown at attempt 0. The resolver may
+// look the object up, but it must never replay the call: that is the call
+// a human has to allow.
+func TestUngrantedRowIsNeverReplayed(t *testing.T) {
+	e := newEnv(t, false)
+	c, err := ledger.NewClaim(ledger.ClaimRequest{
+		Tenant: tenant, RunID: "run1", Tool: "stripe.v1.payment_intents", ToolCallID: "call_gated", Vendor: "stripe",
+		ToolClass: ledger.ClassWriteIdempotent, Intent: json.RawMessage(`{"n":1}`), ReplayWindow: 24 * time.Hour,
+		Gate: ledger.Gate{Autonomy: ledger.AutonomyApproval, Reason: "policy: false", ApprovalTTL: 24 * time.Hour, RequestedBy: "tok_fp"},
+	}, policy, e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Row.Request = &ledger.Request{Method: "POST", Path: "/v1/payment_intents", ContentType: "application/x-www-form-urlencoded", Body: piBody(c.Row.MetadataLocalID)}
+	res, err := e.store.Claim(context.Background(), c)
+	if err != nil || res.Decision != ledger.DecisionAwaitApproval {
+		t.Fatalf("claim: %v %v", res.Decision, err)
+	}
+	row := e.report(res.Row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
+	if row.Status != ledger.StatusUnknown || row.Attempt != 0 {
+		t.Fatalf("row = %s attempt %d, want unknown at attempt 0", row.Status, row.Attempt)
+	}
+	for range 6 {
+		e.clock.Advance(searchLag + time.Hour)
+		e.pass()
+	}
+	if n := e.stripe.Count("POST"); n != 0 {
+		t.Fatalf("vendor POSTs = %d, want 0: the resolver replayed a call nobody granted", n)
+	}
+	if got := e.get(row); got.Status == ledger.StatusSucceeded {
+		t.Fatalf("row = %s, want it still open (nothing was created)", got.Status)
+	}
+}
+
 func TestOneVendorDownDoesNotStopTheOthers(t *testing.T) {
 	e := newEnv(t, false)
 	e.paypal.mu.Lock()
