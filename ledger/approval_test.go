@@ -108,11 +108,16 @@ func TestDecideClaimOnGatedRows(t *testing.T) {
 		}
 		return r
 	}
+	// A runtime's report on an ungranted row is refused (and leaves the
+	// row as it was); a row stored unknown at attempt 0 by an older
+	// version is still never retried.
 	reported := func() ledger.Row {
 		r := awaitingRow(t)
-		if _, err := ledger.Apply(&r, ledger.Classify(ledger.Outcome{Kind: ledger.OutcomeTimeout, At: t0.Add(time.Minute)}), p); err != nil {
-			t.Fatal(err)
+		before := r.Clone()
+		if _, err := ledger.Apply(&r, ledger.Classify(ledger.Outcome{Kind: ledger.OutcomeTimeout, At: t0.Add(time.Minute)}), p); !errors.Is(err, ledger.ErrInvalidTransition) || r.Status != before.Status {
+			t.Fatalf("report on an awaiting row: %v, row %s; want ErrInvalidTransition, row unchanged", err, r.Status)
 		}
+		r.Status = ledger.StatusUnknown
 		return r
 	}
 	tests := []struct {

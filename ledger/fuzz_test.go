@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -247,11 +248,19 @@ func FuzzClassify(f *testing.F) {
 		case ev.Status != ledger.StatusFailedPoison:
 			t.Fatalf("Classify(%+v) = %q for a 4xx", o, ev.Status)
 		}
-		// Runtime evidence applies to any row without an error.
+		// Runtime evidence applies to any row that was granted a call
+		// without an error; an open row at attempt 0 (never granted one)
+		// refuses it.
 		for _, s := range allStatuses {
-			row := ledger.Row{Key: "k", Status: s, Expect: &ledger.Expect{Amount: 1, Currency: "usd"}}
+			row := ledger.Row{Key: "k", Status: s, Attempt: 1, Expect: &ledger.Expect{Amount: 1, Currency: "usd"}}
 			if _, err := ledger.Apply(&row, ev, ledger.DefaultPolicy()); err != nil {
 				t.Fatalf("Apply(%s row, %+v): %v", s, ev, err)
+			}
+			ungranted := ledger.Row{Key: "k", Status: s}
+			before := ungranted.Clone()
+			_, err := ledger.Apply(&ungranted, ev, ledger.DefaultPolicy())
+			if s.Open() != errors.Is(err, ledger.ErrInvalidTransition) || (err != nil && !reflect.DeepEqual(ungranted, before)) {
+				t.Fatalf("Apply(%s row at attempt 0, %+v) = %v (row %+v)", s, ev, err, ungranted)
 			}
 		}
 	})

@@ -103,6 +103,14 @@ func Apply(row *Row, ev Evidence, p Policy) (Change, error) {
 	if err := ev.Validate(); err != nil {
 		return Change{}, err
 	}
+	if ev.Source == SourceRuntime && row.Attempt == 0 && row.Status.Open() {
+		// No call was ever granted for this row (an approval that waits, a
+		// queued key no worker has started): a runtime has no attempt to
+		// report. Applied, a report would settle or unsettle the row behind
+		// the gate's back and leave its approval request, and its page,
+		// open for good.
+		return Change{}, fmt.Errorf("%w: no call was granted for this key (attempt 0: it awaits an approval or a worker's start)", ErrInvalidTransition)
+	}
 	at := ev.At.UTC()
 	ch := Change{From: row.Status, To: row.Status}
 

@@ -3,6 +3,7 @@ package resolver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -433,10 +434,11 @@ func Test429StormBacksOff(t *testing.T) {
 	}
 }
 
-// A runtime that reports a timeout on a row awaiting approval (a call it
-// was told not to make) turns it unknown at attempt 0. The resolver may
-// look the object up, but it must never replay the call: that is the call
-// a human has to allow.
+// A row awaiting approval holds its request, but no call was granted: the
+// ledger refuses a runtime's report on it (a call it was told not to
+// make), and no resolver pass replays it — that is the call a human has to
+// allow. (ledger's TestRetryAllowed covers a row stored unknown at attempt
+// 0 by an older version.)
 func TestUngrantedRowIsNeverReplayed(t *testing.T) {
 	e := newEnv(t, false)
 	c, err := ledger.NewClaim(ledger.ClaimRequest{
@@ -452,9 +454,9 @@ func TestUngrantedRowIsNeverReplayed(t *testing.T) {
 	if err != nil || res.Decision != ledger.DecisionAwaitApproval {
 		t.Fatalf("claim: %v %v", res.Decision, err)
 	}
-	row := e.report(res.Row, ledger.Outcome{Kind: ledger.OutcomeTimeout})
-	if row.Status != ledger.StatusUnknown || row.Attempt != 0 {
-		t.Fatalf("row = %s attempt %d, want unknown at attempt 0", row.Status, row.Attempt)
+	row := res.Row
+	if _, _, err := e.store.Report(context.Background(), row.Tenant, row.Key, ledger.Outcome{Kind: ledger.OutcomeTimeout, At: e.clock.Now()}); !errors.Is(err, ledger.ErrInvalidTransition) {
+		t.Fatalf("report on an awaiting row: %v, want ErrInvalidTransition", err)
 	}
 	for range 6 {
 		e.clock.Advance(searchLag + time.Hour)
@@ -463,8 +465,8 @@ func TestUngrantedRowIsNeverReplayed(t *testing.T) {
 	if n := e.stripe.Count("POST"); n != 0 {
 		t.Fatalf("vendor POSTs = %d, want 0: the resolver replayed a call nobody granted", n)
 	}
-	if got := e.get(row); got.Status == ledger.StatusSucceeded {
-		t.Fatalf("row = %s, want it still open (nothing was created)", got.Status)
+	if got := e.get(row); got.Status != ledger.StatusPending || got.Attempt != 0 {
+		t.Fatalf("row = %s attempt %d, want pending at attempt 0 (awaiting its approval)", got.Status, got.Attempt)
 	}
 }
 

@@ -308,22 +308,27 @@ func testApprovals(t *testing.T, open Open) {
 				t.Errorf("GetApproval of no approval: %v", err)
 			}
 		}},
-		{"a row a runtime reported on cannot be decided; its expiry closes the approval", func(t *testing.T, e *env) {
+		{"a runtime's report on a row awaiting approval is refused; the request stays open and decidable", func(t *testing.T, e *env) {
 			row := e.awaiting()
-			e.report(tenantA, row.Key, timeout(time.Minute)) // a call it was told not to make
-			if _, _, err := e.s.DecideApproval(e.ctx, grant(row.Approval.ID, 2*time.Minute)); !errors.Is(err, ledger.ErrInvalidTransition) {
-				t.Fatalf("grant of an unknown row: %v, want ErrInvalidTransition", err)
+			before := len(e.pending())
+			for _, o := range []ledger.Outcome{timeout(time.Minute), {Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_x", At: at(time.Minute)}} {
+				// A call it was told not to make: no attempt to report.
+				if _, _, err := e.s.Report(e.ctx, tenantA, row.Key, o); !errors.Is(err, ledger.ErrInvalidTransition) {
+					t.Fatalf("Report(%s) on an awaiting row: %v, want ErrInvalidTransition", o.Kind, err)
+				}
 			}
-			if got := e.approvals(ledger.ApprovalQuery{}); len(got) != 0 {
-				t.Fatalf("an unknown row's approval is listed as open: %v", approvalIDs(got))
+			if got := e.get(tenantA, row.Key); got.Status != ledger.StatusPending || got.Attempt != 0 || got.Approval.State != ledger.ApprovalRequested {
+				t.Fatalf("row after refused reports: %s attempt %d approval %s", got.Status, got.Attempt, got.Approval.State)
+			}
+			if got := len(e.pending()); got != before {
+				t.Fatalf("outbox: %d records, want %d", got, before)
+			}
+			if got := e.approvals(ledger.ApprovalQuery{}); len(got) != 1 {
+				t.Fatalf("open approvals = %v, want the request still listed", approvalIDs(got))
 			}
 			closed, ch := e.decide(expiry(row.Approval.ID, approvalTTL))
-			if closed.Status != ledger.StatusUnknown || closed.Approval.State != ledger.ApprovalExpired || ch.Changed || ch.Event != nil {
-				t.Fatalf("expiry of an unknown row: %s %+v %+v", closed.Status, closed.Approval, ch)
-			}
-			// Never retried on its own: attempt 0 was never granted.
-			if res := e.claim(baseRequest(gated()), at(approvalTTL+time.Minute)); res.Decision != ledger.DecisionWait {
-				t.Fatalf("claim of the unknown row: %s, want wait", res.Decision)
+			if closed.Status != ledger.StatusFailedPoison || closed.Approval.State != ledger.ApprovalExpired || !ch.Changed {
+				t.Fatalf("expiry: %s %+v %+v", closed.Status, closed.Approval, ch)
 			}
 			e.consistent()
 		}},

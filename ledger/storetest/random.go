@@ -196,6 +196,13 @@ func (r *randomRun) step(i int) {
 			return
 		}
 		_, ch, err := e.s.Report(e.ctx, id.tenant, id.key, r.outcome())
+		if errors.Is(err, ledger.ErrInvalidTransition) {
+			// Refused only for an open row never granted a call.
+			if row, gerr := e.s.Get(e.ctx, id.tenant, id.key); gerr != nil || row.Attempt != 0 || !row.Status.Open() {
+				t.Fatalf("op %d Report refused on a row at attempt %d %s: %v", i, row.Attempt, row.Status, err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("op %d Report: %v", i, err)
 		}

@@ -88,6 +88,8 @@ export interface paths {
          *     `vendor_should_retry`; other 4xx are `failed_poison`; `Stripe-Should-Retry: false` on an
          *     error is `failed_poison` unless the status says `unknown`. Evidence the transition rules
          *     do not allow (a failure after success) is recorded on the row, not applied, and is 200.
+         *     A row at attempt 0 (awaiting an approval, or queued for a worker) was granted no call:
+         *     a report on it is 409 `invalid_transition` and changes nothing.
          *     Long-polling claims of the key are woken.
          */
         post: operations["reportOutcome"];
@@ -1282,6 +1284,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            /** @description `invalid_transition`: the row is at attempt 0, no call was granted to report on. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
