@@ -108,7 +108,7 @@ from .models import (
 )
 from .results import RESULT_HEADERS, classify, is_timeout, result_from_exception, result_from_response, stripe_result
 from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrub_schema
-from .worker import DEFAULT_NAK_DELAY, WorkFunc, Worker, WorkOutcome, WorkStatus
+from .worker import DEFAULT_MAX_DELAY, DEFAULT_NAK_DELAY, WorkFunc, Worker, WorkOutcome, WorkStatus
 
 __version__ = "0.1.0"
 
@@ -121,6 +121,7 @@ __all__ = [
     "WorkFunc",
     "WorkOutcome",
     "WorkStatus",
+    "DEFAULT_MAX_DELAY",
     "DEFAULT_NAK_DELAY",
     "DEFAULT_TIMEOUT",
     "DEFAULT_REPORT_TIMEOUT",

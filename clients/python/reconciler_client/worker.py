@@ -15,14 +15,32 @@ pull subscription on ``recon_work.<tenant>.>``), hands each one's data to
 across workers), calls the tool's handler with the key and the local id,
 classifies and reports its answer exactly as ``Client.do`` does (the same
 code), and tells the caller whether the item is finished (ack) or must come
-back (nak: the ledger failed transiently, or the kill switch holds the
-tool).
+back (nak: the ledger failed transiently, the kill switch holds the tool,
+an attempt's lease is still running, or the vendor asked for a retry).
+
+Two answers come back with a nak so that the call is made after all:
+
+- start answers ``wait`` while an attempt's lease runs (``pending_until`` in
+  the future). That is another worker's call in flight, or this item's own
+  start whose answer was lost (the client resent it after a transport
+  error; the server had granted attempt 1): acking would make no call at
+  all. The nak's delay is the lease's remainder (plus a small margin, at
+  least 1 s, at most ``max_delay``); when the item comes back, start
+  answers ``retry_same_key`` for a write_idempotent tool and the worker
+  calls with the same key, which the vendor dedupes. A ``wait`` whose lease
+  is over is the resolver's row (status RESOLVER): ack.
+- the call left the row ``pending`` (a vendor 429, or a 409 without a
+  receipt: the lease ended, the vendor should be retried): nak with
+  ``nak_delay``; the next start answers ``retry_same_key``.
 """
 
 from __future__ import annotations
 
 import contextvars
+import re
 import threading
+import time
+from datetime import datetime
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
@@ -40,9 +58,9 @@ from .errors import (
     Unauthorized,
     Unsettled,
 )
-from .models import ClaimResponse, Decision, Outcome, Result, Row, WorkItem
+from .models import ClaimResponse, Decision, Outcome, Result, Row, Status, WorkItem
 
-__all__ = ["Worker", "WorkFunc", "WorkOutcome", "WorkStatus", "DEFAULT_NAK_DELAY"]
+__all__ = ["Worker", "WorkFunc", "WorkOutcome", "WorkStatus", "DEFAULT_NAK_DELAY", "DEFAULT_MAX_DELAY"]
 
 #: WorkFunc makes the vendor call of one work item: send key as the
 #: vendor's idempotency key (where the tool's key_placement says) and
@@ -53,20 +71,38 @@ WorkFunc = Callable[[str, str, WorkItem], Result]
 #: The pause a nak asks for (seconds) when the item should come back later.
 DEFAULT_NAK_DELAY = 5.0
 
+#: The longest nak delay that waits out a lease (seconds), as the Go
+#: Worker's nak backoff cap: an item comes back at least this often.
+DEFAULT_MAX_DELAY = 30.0
+
+#: What a nak that waits out a lease adds to the lease's end (seconds): the
+#: lease is the server's clock, the delay this machine's.
+LEASE_MARGIN = 0.5
+
 
 class WorkStatus:
     """WorkStatus says what handle did with a work item."""
 
     #: The handler was called and its answer reported (outcome.row says how
-    #: it went; error is set when the row did not succeed). Ack.
+    #: it went; error is set when the row did not succeed). Ack, except
+    #: when the row is still pending (a vendor 429, a 409 without a
+    #: receipt: the vendor should be retried): nak with nak_delay, and the
+    #: next start answers retry_same_key.
     DONE = "done"
     #: The row was not queued for a worker (no outbox claim made it). Ack.
     NOT_QUEUED = "not_queued"
     #: The key is settled (replay or stop): nothing to call. Ack.
     SETTLED = "settled"
-    #: Another worker's attempt is in flight, or the resolver or a human
-    #: must close the row. Ack.
+    #: An attempt's lease runs: another worker's call is in flight, or this
+    #: item's own start was granted and its answer lost. Nothing was
+    #: called. Nak with the lease's remainder as the delay (at most
+    #: max_delay): after the lease, start answers retry_same_key (a
+    #: write_idempotent tool: the same key again) or the row is the
+    #: resolver's.
     IN_FLIGHT = "in_flight"
+    #: An attempt was made and its lease is over without an answer the
+    #: ledger may retry: the resolver (or a human) closes the row. Ack.
+    RESOLVER = "resolver"
     #: The kill switch covers the tool: nothing was started. Nak with a delay.
     FROZEN = "frozen"
     #: This worker has no handler for the item's tool: nothing was
@@ -116,7 +152,8 @@ class Worker:
     reported as a timeout — the row becomes unknown and the resolver
     settles it from the vendor — and its late answer is ignored, as
     Client.do's caller-bounded calls. ``nak_delay`` is the delay a nak
-    suggests."""
+    suggests; ``max_delay`` caps the delay of a nak that waits out a lease
+    (IN_FLIGHT)."""
 
     def __init__(
         self,
@@ -125,16 +162,20 @@ class Worker:
         *,
         call_timeout: Optional[float] = None,
         nak_delay: float = DEFAULT_NAK_DELAY,
+        max_delay: float = DEFAULT_MAX_DELAY,
     ) -> None:
         if call_timeout is not None and call_timeout <= 0:
             raise ValueError("worker: call_timeout must be positive")
         if nak_delay < 0:
             raise ValueError("worker: negative nak_delay")
+        if not max_delay > 0:
+            raise ValueError("worker: max_delay must be positive")
         self._client = client
         self._handlers: Dict[str, WorkFunc] = {}
         self._lock = threading.Lock()
         self._call_timeout = call_timeout
         self._nak_delay = float(nak_delay)
+        self._max_delay = float(max_delay)
         for tool, fn in (handlers or {}).items():
             self.register(tool, fn)
 
@@ -156,7 +197,8 @@ class Worker:
         one, the item's own (the trace of the claim that queued it).
 
         Handling one item twice, or two workers handling it at once, makes
-        one call: only one start proceeds. An exception of the handler that
+        one call: only one start proceeds (the other naks until the lease
+        ends; see the module's doc). An exception of the handler that
         is not an Exception (KeyboardInterrupt) is reported as a network
         error and re-raised, as in Client.do."""
         try:
@@ -206,7 +248,16 @@ class Worker:
             if row.attempt == 0:
                 # The kill switch holds the tool before any call: later.
                 return WorkOutcome(WorkStatus.FROZEN, False, w.key, d, row, delay=self._nak_delay)
-            return WorkOutcome(WorkStatus.IN_FLIGHT, True, w.key, d, row)
+            left = _seconds_until(row.pending_until)
+            if left is not None and left > 0:
+                # A lease runs: another worker's call, or this item's own
+                # start whose answer was lost. An ack would drop the call;
+                # after the lease start answers retry_same_key (the same
+                # key: the vendor dedupes) or the row is the resolver's.
+                delay = min(max(left + LEASE_MARGIN, 1.0), self._max_delay)
+                return WorkOutcome(WorkStatus.IN_FLIGHT, False, w.key, d, row, delay=delay)
+            # The lease is over and start may not retry: the resolver's row.
+            return WorkOutcome(WorkStatus.RESOLVER, True, w.key, d, row)
         # A decision this client does not know: nothing was called.
         err = ProtocolError(f"start answered {d!r}, which this worker does not act on", resp.http_status)
         return WorkOutcome(WorkStatus.RETRY, False, w.key, d, row, error=err, delay=self._nak_delay)
@@ -225,7 +276,14 @@ class Worker:
             # The call was made; its lease keeps a redelivered item from a
             # second call, and the resolver settles the row after it.
             return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, out.row, out, e)
-        except (Stopped, Unsettled) as e:
+        except Stopped as e:
+            return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, out.row, out, e)
+        except Unsettled as e:
+            if out.row is not None and out.row.status == Status.PENDING:
+                # The vendor should be retried (a 429, a 409 without a
+                # receipt): the ledger ended the lease, so the item's next
+                # start answers retry_same_key.
+                return WorkOutcome(WorkStatus.DONE, False, w.key, resp.decision, out.row, out, e, delay=self._nak_delay)
             return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, out.row, out, e)
         return WorkOutcome(WorkStatus.DONE, True, w.key, resp.decision, done.row, done)
 
@@ -252,3 +310,22 @@ class Worker:
             raise box["error"]
         return box["result"]  # type: ignore[no-any-return]
 
+
+
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)$")
+
+
+def _seconds_until(ts: str) -> Optional[float]:
+    """_seconds_until is how far the RFC 3339 time ts (the server's, with up
+    to nanoseconds) lies ahead of this machine's clock; None when ts is not
+    one (a row without a lease)."""
+    m = _RFC3339.match(ts or "")
+    if m is None:
+        return None
+    frac = (m.group(2) or "")[:6].ljust(6, "0")
+    zone = "+00:00" if m.group(3) in ("Z", "z") else m.group(3)
+    try:
+        at = datetime.fromisoformat(f"{m.group(1)}.{frac}{zone}")
+    except ValueError:
+        return None
+    return at.timestamp() - time.time()

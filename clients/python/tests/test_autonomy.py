@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import unittest
+from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import support
-from .support import HANG, FakeVendor
+from .support import E429, HANG, FakeVendor
 from reconciler_client import (
     ApprovalState,
     Autonomy,
@@ -87,6 +89,12 @@ def work_item(row: Row, intent: Dict[str, Any]) -> Dict[str, Any]:
     if row.traceparent:
         item["traceparent"] = row.traceparent
     return item
+
+
+def parse_time(ts: str) -> float:
+    """parse_time reads the server's RFC 3339 time (up to nanoseconds)."""
+    head, _, frac = ts.rstrip("Z").partition(".")
+    return datetime.fromisoformat(head + "+00:00").timestamp() + (float("0." + frac) if frac else 0.0)
 
 
 class Background:
@@ -262,11 +270,18 @@ class AutonomyTest(unittest.TestCase):
             return support.vendor_call(v)(key, local_id)
 
         worker = Worker(Client(self.srv.url, support.TOKEN, backoff=0.01), {OUTBOX_TOOL: charge})
-        # Two workers took the same item (a redelivery): one call.
+        # Two workers took the same item (a redelivery): one call. The other
+        # start came while the call was in flight (a nak until the lease
+        # ends) or after it settled (a replay, acked).
         outs = [Background(lambda: worker.handle(json.dumps(item).encode())) for _ in range(2)]
-        results = sorted((o.result()[0] for o in outs), key=lambda r: r.status)
-        self.assertEqual([r.status for r in results], [WorkStatus.DONE, WorkStatus.IN_FLIGHT], [r.error for r in results])
-        self.assertTrue(all(r.ack for r in results))
+        results = [o.result()[0] for o in outs]
+        results.sort(key=lambda r: r.status != WorkStatus.DONE)
+        self.assertEqual(results[0].status, WorkStatus.DONE, [r.error for r in results])
+        self.assertTrue(results[0].ack)
+        other = results[1]
+        self.assertIn((other.status, other.ack), [(WorkStatus.IN_FLIGHT, False), (WorkStatus.SETTLED, True)], other.error)
+        if other.status == WorkStatus.IN_FLIGHT:
+            self.assertGreaterEqual(other.delay, 1.0)
         done = results[0]
         assert done.outcome is not None and done.row is not None
         self.assertEqual((done.decision, done.outcome.called, done.row.status), (Decision.PROCEED, True, Status.SUCCEEDED))
@@ -330,6 +345,65 @@ class AutonomyTest(unittest.TestCase):
         self.assertEqual((done.outcome.kind, done.row.status), ("timeout", Status.UNKNOWN))
         self.assertIsInstance(done.error, Unsettled)
         self.assertEqual(v.object_count(), 1, "the vendor committed; the ledger knows it may have")
+
+    def queued_item(self, amount: int) -> Tuple[ClaimRequest, Dict[str, Any]]:
+        cl = claim(OUTBOX_TOOL, self.rid, amount=amount)
+        with self.assertRaises(QueuedError) as cm:
+            self.c.do(cl, support.never_called(self))
+        assert cm.exception.row is not None
+        return cl, work_item(cm.exception.row, dict(cl.intent or {}))
+
+    def test_worker_naks_a_start_whose_answer_was_lost(self) -> None:
+        # The worker's first start was granted (attempt 1, the lease) but
+        # its answer lost; the client's resend answers wait at attempt 1.
+        # An ack would make no call at all: the worker naks until the
+        # lease ends, after which start answers retry_same_key.
+        v = self.vendor()
+        _, item = self.queued_item(7000)
+        granted = self.c.start(item["key"])
+        assert granted.row is not None
+        self.assertEqual((granted.decision, granted.row.attempt), (Decision.PROCEED, 1))
+        left = parse_time(granted.row.pending_until) - time.time()
+        self.assertGreater(left, 60, "the server's lease (15 min by default)")
+
+        calls: List[str] = []
+
+        def charge(key: str, local_id: str, w: WorkItem) -> Result:
+            calls.append(key)
+            return support.vendor_call(v)(key, local_id)
+
+        for name, max_delay, want in [("the lease's remainder", 3600.0, left), ("capped at max_delay", 30.0, 30.0)]:
+            with self.subTest(name):
+                out = Worker(self.c, {OUTBOX_TOOL: charge}, max_delay=max_delay).handle(item)
+                self.assertEqual((out.status, out.ack, out.decision), (WorkStatus.IN_FLIGHT, False, Decision.WAIT), out.error)
+                self.assertTrue(want - 5 <= out.delay <= want + 5, f"delay {out.delay:.1f} s, want about {want:.1f} s")
+        self.assertEqual((calls, v.object_count()), ([], 0), "nothing is called while the lease runs")
+        row = self.c.get(item["key"])
+        self.assertEqual((row.status, row.attempt), (Status.PENDING, 1))
+
+    def test_worker_naks_a_vendor_429_and_calls_again_with_the_same_key(self) -> None:
+        v = self.vendor(E429)
+        _, item = self.queued_item(8000)
+        calls: List[str] = []
+
+        def charge(key: str, local_id: str, w: WorkItem) -> Result:
+            calls.append(key)
+            return support.vendor_call(v)(key, local_id)
+
+        worker = Worker(self.c, {OUTBOX_TOOL: charge})
+        first = worker.handle(item)
+        assert first.row is not None and first.outcome is not None
+        self.assertEqual((first.status, first.ack, first.decision, first.row.status), (WorkStatus.DONE, False, Decision.PROCEED, Status.PENDING))
+        self.assertEqual((first.outcome.result.http_status if first.outcome.result else 0, first.delay), (429, worker._nak_delay))
+        self.assertIsInstance(first.error, Unsettled)
+
+        # The item comes back: the lease ended with the 429, so start
+        # answers retry_same_key and the worker calls with the same key.
+        again = worker.handle(item)
+        assert again.row is not None
+        self.assertEqual((again.status, again.ack, again.decision, again.row.status), (WorkStatus.DONE, True, Decision.RETRY_SAME_KEY, Status.SUCCEEDED), again.error)
+        self.assertEqual(calls, [item["key"], item["key"]])
+        self.assertEqual(v.object_count(), 1)
 
     # Traceparent.
 

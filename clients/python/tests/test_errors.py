@@ -273,6 +273,12 @@ ITEM = {"key": "k1", "tenant": "default", "run_id": "r", "tool": "t", "status": 
                                                "intent": {"amount": 1}, "request": {"method": "POST", "path": "/v1/x"}}}
 
 
+def soon(seconds: float) -> str:
+    """soon is the RFC 3339 time seconds from now, with nanoseconds as the server writes it."""
+    t = time.time() + seconds
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%09dZ" % int((t % 1) * 1e9)
+
+
 def decision(d: str, http_status: int = 200, **row: Any) -> Tuple[int, bytes]:
     """decision is a claim answer of ROW with row's fields changed."""
     return http_status, json.dumps({"decision": d, "row": dict(ROW, **row)}).encode()
@@ -348,15 +354,25 @@ class AutonomyAnswersTest(unittest.TestCase):
                 self.assertIsInstance(out.error, err_cls)
 
     def test_worker_frozen_and_unknown_decisions(self) -> None:
-        for name, answer_, status, ack in [("frozen: wait at attempt 0", decision("wait", 409, attempt=0), WorkStatus.FROZEN, False),
-                                           ("in flight: wait at attempt 1", decision("wait", 409), WorkStatus.IN_FLIGHT, True),
-                                           ("settled", decision("replay", 200, status="succeeded"), WorkStatus.SETTLED, True),
-                                           ("a decision it does not know", decision("later", 200), WorkStatus.RETRY, False)]:
+        # name, start's answer, want status, want ack, want delay (None: the nak delay; a range in s)
+        cases: List[Tuple[str, Tuple[int, bytes], str, bool, Optional[Tuple[float, float]]]] = [
+            ("frozen: wait at attempt 0", decision("wait", 409, attempt=0), WorkStatus.FROZEN, False, None),
+            ("in flight: wait at attempt 1, the lease's remainder", decision("wait", 409, pending_until=soon(10)), WorkStatus.IN_FLIGHT, False, (8.0, 11.0)),
+            ("in flight: a long lease, capped at max_delay", decision("wait", 409, pending_until=soon(3600)), WorkStatus.IN_FLIGHT, False, (30.0, 30.0)),
+            ("in flight: a lease about to end, at least 1 s", decision("wait", 409, pending_until=soon(0.2)), WorkStatus.IN_FLIGHT, False, (1.0, 1.0)),
+            ("the resolver's: wait at attempt 1, the lease over", decision("wait", 409, pending_until=soon(-5)), WorkStatus.RESOLVER, True, (0.0, 0.0)),
+            ("the resolver's: wait at attempt 1 without a lease", decision("wait", 409), WorkStatus.RESOLVER, True, (0.0, 0.0)),
+            ("settled", decision("replay", 200, status="succeeded"), WorkStatus.SETTLED, True, (0.0, 0.0)),
+            ("a decision it does not know", decision("later", 200), WorkStatus.RETRY, False, None),
+        ]
+        for name, answer_, status, ack, delay in cases:
             with self.subTest(name):
                 api = FakeAPI(*answer_)
                 self.addCleanup(api.close)
-                out = Worker(Client(api.url, support.TOKEN), {"t": lambda k, l, w: self.fail("called")}).handle(ITEM)
+                out = Worker(Client(api.url, support.TOKEN), {"t": lambda k, l, w: self.fail("called")}, nak_delay=7).handle(ITEM)
                 self.assertEqual((out.status, out.ack), (status, ack))
+                lo, hi = delay or (7.0, 7.0)
+                self.assertTrue(lo <= out.delay <= hi, f"delay {out.delay}, want [{lo}, {hi}]")
 
     def test_registry_and_approval_answers(self) -> None:
         empty = FakeAPI(204, b"")

@@ -84,6 +84,7 @@ export {
   UnsettledError,
 } from "./errors.js";
 export {
+  DEFAULT_MAX_DELAY_MS,
   DEFAULT_NAK_DELAY_MS,
   type HandleOptions,
   type WorkContext,

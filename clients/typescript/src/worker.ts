@@ -5,6 +5,20 @@
 // recon_work.<tenant>.>), hands each one's data to handle() and acks or naks
 // the message as the answer says. The attempt itself is do()'s (Run.attempt):
 // one call, classified and reported the same way.
+//
+// Two answers come back with a nak so that the call is made after all:
+//   - start answers wait while an attempt's lease runs (pending_until ahead):
+//     another worker's call in flight, or this item's own start whose answer
+//     was lost (the client resent it after a transport error; the server had
+//     granted attempt 1), where an ack would make no call at all. The delay
+//     is the lease's remainder (plus a margin, at least 1 s, at most
+//     maxDelayMs); afterwards start answers retry_same_key for a
+//     write_idempotent tool and the worker calls with the same key, which
+//     the vendor dedupes. A wait whose lease is over is the resolver's row
+//     ("resolver"): ack.
+//   - the call left the row pending (a vendor 429, a 409 without a receipt:
+//     the lease ended, the vendor should be retried): nak with nakDelayMs;
+//     the next start answers retry_same_key.
 import { type Client, type Traceparent, settingsOf, validTraceparent } from "./client.js";
 import { type CallContext, type Outcome, Run, newOutcome } from "./do.js";
 import {
@@ -14,6 +28,7 @@ import {
   InvalidResponseError,
   NotFoundError,
   NotQueuedError,
+  ReportFailedError,
   StoppedError,
   UnauthorizedError,
   UnsettledError,
@@ -39,11 +54,19 @@ export type WorkHandler = (call: WorkContext) => Promise<CallResult> | CallResul
  * WorkStatus says what handle() did with a work item:
  *
  * - done: the handler was called and its answer reported (`outcome.row` says
- *   how it went; `error` is set when the row did not succeed). Ack.
+ *   how it went; `error` is set when the row did not succeed). Ack, except
+ *   when the row is still pending (a vendor 429, a 409 without a receipt:
+ *   the vendor should be retried): nak with nakDelayMs, and the next start
+ *   answers retry_same_key.
  * - not_queued: no outbox claim made the row. Ack.
  * - settled: the key is settled (replay or stop): nothing to call. Ack.
- * - in_flight: another worker's attempt is in flight, or the resolver or a
- *   human must close the row. Ack.
+ * - in_flight: an attempt's lease runs (another worker's call, or this
+ *   item's own start granted and its answer lost); nothing was called. Nak
+ *   with the lease's remainder as the delay (at most maxDelayMs): after the
+ *   lease start answers retry_same_key (the same key again) or the row is
+ *   the resolver's.
+ * - resolver: an attempt was made and its lease is over without an answer
+ *   the ledger may retry: the resolver (or a human) closes the row. Ack.
  * - frozen: the kill switch covers the tool; nothing was started. Nak with a delay.
  * - no_handler: this worker has no handler for the tool; nothing was started. Nak.
  * - retry: the ledger failed (a 5xx, no answer, an answer not the API's)
@@ -58,6 +81,7 @@ export type WorkStatus =
   | "not_queued"
   | "settled"
   | "in_flight"
+  | "resolver"
   | "frozen"
   | "no_handler"
   | "retry"
@@ -92,6 +116,8 @@ export interface WorkerOptions {
   callTimeoutMs?: number;
   /** nakDelayMs is the delay a nak suggests (default 5 s). */
   nakDelayMs?: number;
+  /** maxDelayMs caps the delay of a nak that waits out a lease, status in_flight (default 30 s). */
+  maxDelayMs?: number;
 }
 
 /** HandleOptions are the per-item options of handle(). */
@@ -104,6 +130,12 @@ export interface HandleOptions {
 
 /** DEFAULT_NAK_DELAY_MS is the pause a nak suggests when the item should come back later. */
 export const DEFAULT_NAK_DELAY_MS = 5_000;
+
+/** DEFAULT_MAX_DELAY_MS is the longest nak delay that waits out a lease, as the Go Worker's nak backoff cap. */
+export const DEFAULT_MAX_DELAY_MS = 30_000;
+
+/** LEASE_MARGIN_MS is what a nak that waits out a lease adds to its end: the lease is the server's clock, the delay this machine's. */
+const LEASE_MARGIN_MS = 500;
 
 /**
  * parseWorkItem reads a work item: the message's data (a string or bytes)
@@ -134,7 +166,8 @@ export function parseWorkItem(data: unknown): WorkItem {
 /**
  * Worker handles work items with a client (a tenant token) and one handler
  * per tool name. Handling one item twice, or two workers handling it at
- * once, makes one call: only one start proceeds. It keeps no state but its
+ * once, makes one call: only one start proceeds (the other naks until the
+ * lease ends). It keeps no state but its
  * handlers, so one Worker may handle any number of items concurrently.
  */
 export class Worker {
@@ -142,6 +175,7 @@ export class Worker {
   readonly #handlers = new Map<string, WorkHandler>();
   readonly #callTimeoutMs: number | undefined;
   readonly #nakDelayMs: number;
+  readonly #maxDelayMs: number;
 
   constructor(client: Client, handlers: Readonly<Record<string, WorkHandler>> = {}, opts: WorkerOptions = {}) {
     this.#client = client;
@@ -149,7 +183,9 @@ export class Worker {
     if (opts.callTimeoutMs !== undefined && !(opts.callTimeoutMs > 0)) throw new RangeError("reconciler worker: callTimeoutMs must be positive");
     if (opts.nakDelayMs !== undefined && !(opts.nakDelayMs >= 0)) throw new RangeError("reconciler worker: nakDelayMs must be ≥ 0");
     this.#callTimeoutMs = opts.callTimeoutMs;
+    if (opts.maxDelayMs !== undefined && !(opts.maxDelayMs > 0)) throw new RangeError("reconciler worker: maxDelayMs must be positive");
     this.#nakDelayMs = opts.nakDelayMs ?? DEFAULT_NAK_DELAY_MS;
+    this.#maxDelayMs = opts.maxDelayMs ?? DEFAULT_MAX_DELAY_MS;
     for (const [tool, h] of Object.entries(handlers)) this.register(tool, h);
   }
 
@@ -196,7 +232,18 @@ export class Worker {
     if (d === "replay" || d === "stop") return this.#end("settled", item.key, row, { decision: d });
     if (d === "wait" && row) {
       // At attempt 0 the kill switch holds the tool before any call: later.
-      return this.#end(row.attempt === 0 ? "frozen" : "in_flight", item.key, row, { decision: d });
+      if (row.attempt === 0) return this.#end("frozen", item.key, row, { decision: d });
+      const left = Date.parse(row.pending_until ?? "") - Date.now();
+      if (left > 0) {
+        // A lease runs: another worker's call, or this item's own start
+        // whose answer was lost. An ack would drop the call; after the
+        // lease start answers retry_same_key (the same key: the vendor
+        // dedupes) or the row is the resolver's.
+        const delayMs = Math.min(Math.max(left + LEASE_MARGIN_MS, 1_000), this.#maxDelayMs);
+        return this.#end("in_flight", item.key, row, { decision: d, delayMs });
+      }
+      // The lease is over (or the row has none) and start may not retry: the resolver's row.
+      return this.#end("resolver", item.key, row, { decision: d });
     }
     const error = new InvalidResponseError(resp.httpStatus, `start answered ${JSON.stringify(d)}, which this worker does not act on`);
     return this.#end("retry", item.key, row, { decision: d, error });
@@ -215,6 +262,12 @@ export class Worker {
       // The call was made: a row that did not succeed, or a report that
       // failed (its lease keeps a redelivered item from a second call, and
       // the resolver settles the row after it), is finished for the worker.
+      if (error instanceof UnsettledError && !(error instanceof ReportFailedError) && out.row?.status === "pending") {
+        // The vendor should be retried (a 429, a 409 without a receipt):
+        // the ledger ended the lease, so the item's next start answers
+        // retry_same_key.
+        return this.#end("done", item.key, out.row, { decision: resp.decision, outcome: error.outcome ?? out, error, ack: false });
+      }
       if (error instanceof StoppedError || error instanceof UnsettledError) {
         return this.#end("done", item.key, out.row, { decision: resp.decision, outcome: error.outcome ?? out, error });
       }
@@ -226,10 +279,10 @@ export class Worker {
     status: WorkStatus,
     key: string,
     row: Row | null,
-    more: { decision?: Decision; outcome?: Outcome; error?: unknown },
+    more: { decision?: Decision; outcome?: Outcome; error?: unknown; ack?: boolean; delayMs?: number },
   ): WorkOutcome {
-    const ack = status === "done" || status === "not_queued" || status === "settled" || status === "in_flight" || status === "invalid";
-    const w: WorkOutcome = { status, ack, key, decision: more.decision ?? "", row, delayMs: ack ? 0 : this.#nakDelayMs };
+    const ack = more.ack ?? (status === "done" || status === "not_queued" || status === "settled" || status === "resolver" || status === "invalid");
+    const w: WorkOutcome = { status, ack, key, decision: more.decision ?? "", row, delayMs: ack ? 0 : (more.delayMs ?? this.#nakDelayMs) };
     if (more.outcome) w.outcome = more.outcome;
     if ("error" in more) w.error = more.error;
     return w;
