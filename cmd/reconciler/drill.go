@@ -173,6 +173,14 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		return 1
 	}
+	if registered != nil && !drilledDelivery(results) {
+		// The approval and checklist drills test the gate, not duplicate
+		// delivery: with only those run (another box open, a tool the
+		// delivery drills do not model), checking the box would certify
+		// what nothing tested.
+		fmt.Fprintf(stderr, "reconciler drill: %s: no duplicate-delivery drill applies to this entry as registered (only the gate's drills ran); duplicate_delivery_test left as it is\n", toolName)
+		return 1
+	}
 	if registered != nil {
 		if err := registered.check(ctx, time.Now()); err != nil {
 			fmt.Fprintln(stderr, "reconciler drill:", err)
@@ -230,6 +238,25 @@ func fetchTool(ctx context.Context, name, url, token string) (*drilledTool, erro
 	return &drilledTool{c: c, tool: t}, nil
 }
 
+// gateDrills test the approval gate and the checklist, not what a second
+// delivery does: they alone never check duplicate_delivery_test.
+var gateDrills = map[string]bool{
+	"irreversible-waits-for-approval": true,
+	"denied-never-calls":              true,
+	"open-checklist-stays-gated":      true,
+}
+
+// drilledDelivery reports whether a duplicate-delivery drill ran (and, as
+// the caller knows every drill passed, passed).
+func drilledDelivery(results []drill.Result) bool {
+	for _, r := range results {
+		if !r.Skipped && !gateDrills[r.Name] {
+			return true
+		}
+	}
+	return false
+}
+
 // check marks the entry's duplicate_delivery_test box, as of now. It
 // re-reads the entry first: one changed while the drills ran (another
 // class, autonomy or key placement) was not what they drilled.
@@ -240,6 +267,11 @@ func (d *drilledTool) check(ctx context.Context, now time.Time) error {
 	}
 	if cur.Version != d.tool.Version {
 		return fmt.Errorf("%s changed while it was drilled (version %d, drilled %d): run the drills again", d.tool.Name, cur.Version, d.tool.Version)
+	}
+	if cur.Checklist.DuplicateDeliveryTest {
+		// Already checked: a PUT would only bump the version and replace
+		// the person who checked the other boxes.
+		return nil
 	}
 	cur.Checklist.DuplicateDeliveryTest = true
 	cur.Checklist.CheckedBy, cur.Checklist.CheckedAt = drillChecker, now.UTC()

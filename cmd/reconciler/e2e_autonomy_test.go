@@ -326,4 +326,36 @@ func TestE2EDrillTool(t *testing.T) {
 	if checked, by := box(); !checked || by != "reconciler drill" {
 		t.Fatalf("after the drills: box %v checked_by %q", checked, by)
 	}
+	version := func(tool string) float64 {
+		t.Helper()
+		_, body := call(t, addr, e2eToken, http.MethodGet, "/v1/tools/"+tool, "")
+		v, _ := body["tool"].(map[string]any)["version"].(float64)
+		return v
+	}
+
+	// Drilled again: the box is checked already, and nothing is written.
+	before := version(name)
+	stdout.Reset()
+	stderr.Reset()
+	if code := runDrillWith(context.Background(), args, &stdout, &stderr, drill.Options{TempDir: t.TempDir()}); code != 0 || version(name) != before {
+		t.Fatalf("drilled again: exit %d, version %v -> %v\nstderr:\n%s", code, before, version(name), stderr.String())
+	}
+
+	// Another box open: the entry is gated, so only the gate's drills
+	// apply; they pass, but they test no duplicate delivery, and the box
+	// stays open.
+	const gated = "stripe.payment_intents.gated"
+	open := strings.NewReplacer(`"duplicate_delivery_test": true`, `"duplicate_delivery_test": false`,
+		`"error_classes_mapped": true`, `"error_classes_mapped": false`).Replace(e2eTool)
+	if code, body := call(t, addr, e2eToken, http.MethodPut, "/v1/tools/"+gated, open); code != http.StatusCreated {
+		t.Fatalf("PUT: %d %v", code, body)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code = runDrillWith(context.Background(), []string{"--tool", gated, "--url", "http://" + addr, "--token", e2eToken}, &stdout, &stderr, drill.Options{TempDir: t.TempDir()})
+	_, body := call(t, addr, e2eToken, http.MethodGet, "/v1/tools/"+gated, "")
+	cl, _ := body["tool"].(map[string]any)["checklist"].(map[string]any)
+	if code != 1 || cl["duplicate_delivery_test"] == true || !strings.Contains(stderr.String(), "no duplicate-delivery drill applies") {
+		t.Fatalf("only the gate's drills: exit %d, box %v\nstdout:\n%s\nstderr:\n%s", code, cl["duplicate_delivery_test"], stdout.String(), stderr.String())
+	}
 }

@@ -830,7 +830,8 @@ export interface components {
              *     e.g. `intent.amount <= 50000 && intent.currency == "usd"`. A claim for which it is false
              *     goes to approval with the expression as its reason; one for which it cannot be evaluated
              *     (a missing field — guard with `has(intent.x)` —, a type error, the cost limit) goes to
-             *     approval too: it fails closed. One that does not compile, or is not boolean, is 400
+             *     approval too: it fails closed. One that does not compile, or whose type is known and not
+             *     boolean, is 400
              *     `invalid_input` naming each problem's line and column (`invalid policy: … line 2, column
              *     19: Syntax error: …`).
              */
@@ -1409,6 +1410,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClaimResponse"] | components["schemas"]["Error"];
                 };
             };
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
