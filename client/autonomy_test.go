@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -265,11 +268,14 @@ func TestDoWaitsForQueued(t *testing.T) {
 			var calls atomic.Int32
 
 			short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			_, err := agent.Do(short, outboxClaim(), countingCall(&calls, "pi_x"))
+			out, err := agent.Do(short, outboxClaim(), countingCall(&calls, "pi_x"))
 			cancel()
 			var q *client.QueuedError
 			if !errors.As(err, &q) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Do past its deadline: %v; want a *QueuedError", err)
+			}
+			if !out.Queued || out.Key != q.Key {
+				t.Fatalf("Do past its deadline: Outcome %+v; want Queued with the key", out)
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -298,5 +304,86 @@ func TestDoWaitsForQueued(t *testing.T) {
 				t.Fatalf("Do = %+v, %v; want the worker's receipt without a call", r.out, r.err)
 			}
 		})
+	}
+}
+
+// staleClaims answers every agent claim after the first with the first's
+// answer (queued), as a replica that never sees the row close would.
+type staleClaims struct {
+	next   http.RoundTripper
+	mu     sync.Mutex
+	first  []byte
+	claims int
+}
+
+func (s *staleClaims) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/claims" {
+		return s.next.RoundTrip(r)
+	}
+	s.mu.Lock()
+	s.claims++
+	first := s.first
+	s.mu.Unlock()
+	if first != nil {
+		if err := r.Context().Err(); err != nil {
+			return nil, err
+		}
+		return &http.Response{StatusCode: http.StatusAccepted, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(bytes.NewReader(first)), Request: r}, nil
+	}
+	resp, err := s.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.first = body
+	s.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+func (s *staleClaims) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claims
+}
+
+// TestDoWaitQueuedLaggingReplica: WithWaitQueued, the row read shows it
+// closed but every claim still answers queued (a lagging replica): Do
+// claims again once per poll interval, not in a tight loop, and returns
+// the *QueuedError when ctx ends.
+func TestDoWaitQueuedLaggingReplica(t *testing.T) {
+	e := newEnv(t, withAutonomy(0))
+	registerCharge(t, e.client(t), ledger.AutonomyOutbox)
+	stale := &staleClaims{next: http.DefaultTransport}
+	agent := e.client(t, client.WithWaitQueued(), client.WithHTTPClient(&http.Client{Transport: stale}))
+	worker := e.client(t)
+	ctx := context.Background()
+	resp, err := agent.Claim(ctx, outboxClaim()) // the row, and the answer every later claim gets
+	if err != nil || resp.Decision != ledger.DecisionQueued {
+		t.Fatalf("claim = %+v, %v", resp, err)
+	}
+	if _, err := worker.Start(ctx, resp.Row.Key); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if _, err := worker.ReportOutcome(ctx, resp.Row.Key, client.OutcomeReport{Kind: ledger.OutcomeResponse, HTTPStatus: 200, ReceiptID: "pi_w", Attempt: 1}); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+
+	const wait = 400 * time.Millisecond // 20 poll intervals of 20 ms
+	short, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	out, err := agent.Do(short, outboxClaim(), nil)
+	var q *client.QueuedError
+	if !errors.As(err, &q) || !errors.Is(err, context.DeadlineExceeded) || !out.Queued {
+		t.Fatalf("Do = %+v, %v; want a *QueuedError when ctx ends", out, err)
+	}
+	if n := stale.count() - 1; n > 2*int(wait/(20*time.Millisecond))+2 {
+		t.Fatalf("%d claims in %v at a 20 ms poll interval: the wait spins", n, wait)
 	}
 }

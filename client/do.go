@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/agentledger/reconciler/events"
@@ -171,8 +172,8 @@ func (c *Client) doTool(ctx context.Context, claim ClaimRequest, call CallFunc) 
 			}
 			qe := &QueuedError{Key: out.Key, RunID: resp.Row.RunID, Row: *resp.Row}
 			queued = true
+			out.Queued = true // on every return below, the *QueuedError's included
 			if !c.waitQueued {
-				out.Queued = true
 				return out, qe
 			}
 			if resp, err = c.waitWorker(ctx, claim, qe); err != nil {
@@ -198,8 +199,27 @@ func outcomeOf(resp ClaimResponse) Outcome {
 	return out
 }
 
-// attempt calls the vendor once and reports what happened.
-func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Outcome, err error) {
+// attempt calls the vendor once and reports what happened. A panic in
+// call is reported (see attemptCaught) and then re-raised.
+func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (Outcome, error) {
+	out, p, err := c.attemptCaught(ctx, out, call)
+	if p != nil {
+		panic(p.value)
+	}
+	return out, err
+}
+
+// callPanic is a call's panic caught by attemptCaught, with the stack
+// where it was raised.
+type callPanic struct {
+	value any
+	stack []byte
+}
+
+// attemptCaught is attempt returning a panic of call instead of raising
+// it, after reporting it as a network error: the Worker, which must not
+// die of one handler's panic, recovers it per item.
+func (c *Client) attemptCaught(ctx context.Context, out Outcome, call CallFunc) (_ Outcome, _ *callPanic, err error) {
 	out.Called = true
 	cctx := WithKey(ctx, out.Key, out.LocalID)
 	if c.callTimeout > 0 {
@@ -210,9 +230,9 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 	res, panicked, callErr := runCall(cctx, call, out.Key, out.LocalID)
 	if panicked != nil {
 		// The vendor may have committed before the panic: report unknown so
-		// the row leaves its lease and the resolver looks, then re-raise.
+		// the row leaves its lease and the resolver looks.
 		_, _ = c.report(ctx, out.Key, OutcomeReport{Kind: ledger.OutcomeNetworkError, Attempt: out.Row.Attempt})
-		panic(panicked)
+		return out, panicked, fmt.Errorf("the call panicked: %v", panicked.value)
 	}
 	if res.HTTPStatus == 0 && errors.Is(callErr, ErrNoKey) {
 		// The keyed transport or backend refused the write before sending
@@ -220,7 +240,7 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 		// network_error would make the row unknown and send the resolver
 		// after a call never made). The row stays pending under its lease.
 		out.Called = false
-		return out, fmt.Errorf("the call sent nothing: %w", callErr)
+		return out, nil, fmt.Errorf("the call sent nothing: %w", callErr)
 	}
 	rep := classify(res, callErr)
 	rep.Attempt = out.Row.Attempt
@@ -230,7 +250,7 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 	}
 	row, err := c.report(ctx, out.Key, rep)
 	if err != nil {
-		return out, &UnsettledError{Key: out.Key, Err: errors.Join(fmt.Errorf("%w: %w", ErrReportFailed, err), callErr)}
+		return out, nil, &UnsettledError{Key: out.Key, Err: errors.Join(fmt.Errorf("%w: %w", ErrReportFailed, err), callErr)}
 	}
 	out.Row = row
 	switch row.Status {
@@ -240,24 +260,25 @@ func (c *Client) attempt(ctx context.Context, out Outcome, call CallFunc) (_ Out
 			// failed, e.g. decoding its body: the side effect happened.
 			c.log.WarnContext(ctx, "vendor call succeeded with an error", "key", out.Key, "err", callErr)
 		}
-		return out, nil
+		return out, nil, nil
 	case ledger.StatusFailedPoison:
 		if callErr == nil {
 			callErr = fmt.Errorf("vendor answered %d", res.HTTPStatus)
 		}
-		return out, &StopError{Code: ledger.CodeFailedPoison, Key: out.Key, Row: &row, Err: callErr}
+		return out, nil, &StopError{Code: ledger.CodeFailedPoison, Key: out.Key, Row: &row, Err: callErr}
 	}
 	if callErr == nil {
 		callErr = fmt.Errorf("vendor answered %d", res.HTTPStatus)
 	}
-	return out, &UnsettledError{Key: out.Key, Status: row.Status, Err: callErr}
+	return out, nil, &UnsettledError{Key: out.Key, Status: row.Status, Err: callErr}
 }
 
-// runCall runs call, catching a panic so it can be reported first.
-func runCall(ctx context.Context, call CallFunc, key, localID string) (res Result, panicked any, err error) {
+// runCall runs call, catching a panic (and its stack) so it can be
+// reported first.
+func runCall(ctx context.Context, call CallFunc, key, localID string) (res Result, panicked *callPanic, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			panicked = p
+			panicked = &callPanic{value: p, stack: debug.Stack()}
 		}
 	}()
 	res, err = call(ctx, key, localID)
@@ -497,8 +518,18 @@ func (c *Client) waitWorker(ctx context.Context, claim ClaimRequest, q *QueuedEr
 		if resp.Decision != ledger.DecisionQueued {
 			return resp, nil
 		}
-		// The claim reached a replica that has not seen the close yet.
+		// The claim reached a replica that has not seen the close yet:
+		// pause, or the loop would spin (the row read shows it closed, so
+		// awaitClosed returns at once).
 		q.Row = row
+		t := time.NewTimer(c.poll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			q.Err = ctx.Err()
+			return ClaimResponse{}, q
+		}
 	}
 }
 

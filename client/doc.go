@@ -32,8 +32,11 @@
 //     wait ends in one: the row is open, so a runtime that parks on "not
 //     known yet" parks on them as well. Worker is the outbox worker: it takes the tenant's work items
 //     from RECON_WORK through one durable consumer shared by every worker
-//     process, Starts each key (proceed once across workers), calls the
-//     tool's WorkHandler with Do's attempt, and acks. Start, StartWait,
+//     process (made again if it disappears), Starts each key (proceed once
+//     across workers), calls the tool's WorkHandler with Do's attempt, and
+//     acks — or hands the item back while the row's lease lives or the row
+//     is still pending (a 429: retried later with the same key); a
+//     handler's panic leaves the row unknown and the Worker running. Start, StartWait,
 //     ListApprovals, GetApproval, Approve and Deny are the routes beneath.
 //   - ConnectNATS connects a runtime to the event bus for WithNATS, with
 //     its tenant's credential (NATSCredentials: the seed file
@@ -63,7 +66,8 @@
 // Concurrency: a Client is safe for concurrent use; Do runs the vendor call
 // on the caller's goroutine and starts no goroutine of its own (events.Await
 // owns and stops its consumer before returning). A Worker's goroutines
-// (its pullers, one per concurrency slot, and a progress ticker per call)
-// are owned by Run, which returns once they have ended. Transport and StripeBackend
-// are safe for concurrent use; Scrubber is read-only after NewScrubber.
+// (its pullers, one per concurrency slot, and a progress ticker per start
+// and per call) are owned by Run, which returns once they have ended.
+// Transport and StripeBackend are safe for concurrent use; Scrubber is
+// read-only after NewScrubber.
 package client

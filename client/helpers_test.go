@@ -55,6 +55,9 @@ func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
 	for _, m := range mods {
 		m(&o)
 	}
+	if ms, ok := o.Store.(*memstore.Store); ok {
+		e.store = ms // withLease's
+	}
 	s, err := api.New(o)
 	if err != nil {
 		t.Fatalf("api: %v", err)
@@ -62,6 +65,16 @@ func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
 	e.srv = httptest.NewServer(s.Handler())
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// withLease serves a store whose attempts hold a lease of ttl (the
+// default is 15 min). It goes before withAutonomy, whose registry reads
+// the store.
+func withLease(ttl time.Duration) func(*api.Options) {
+	return func(o *api.Options) {
+		o.Policy = ledger.Policy{PendingTTL: ttl, Grace: time.Second}
+		o.Store = memstore.New(o.Policy)
+	}
 }
 
 func (e *env) freeze(name string) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/reconciler/events"
@@ -48,6 +49,12 @@ const (
 // workerPull bounds one pull request, so a stopping Worker is not held.
 const workerPull = 5 * time.Second
 
+// leaseMargin is added to a lease's end before a Worker treats it as
+// over: the worker's clock and the server's may differ a little, and a
+// lease read as over too early would drop an item whose start answer was
+// lost (the row's own lease, granted to a worker that never heard it).
+const leaseMargin = time.Second
+
 // Worker takes a tenant's work items from the work stream and makes each
 // queued call exactly once: for each item it starts the key (Client.Start:
 // proceed once across all workers), calls the tool's handler with the key
@@ -61,16 +68,36 @@ const workerPull = 5 * time.Second
 //
 // What each start answers decides the item's fate:
 //
-//   - proceed or retry_same_key: call, report, ack;
+//   - proceed or retry_same_key: call, report; then ack, unless the row
+//     is still pending (a 429, or a 409 without a receipt: the vendor said
+//     retry later, the lease ended; or the report was lost, or the call
+//     sent nothing): nak with a growing delay, so a later start answers
+//     retry_same_key and the call is made again with the same key;
 //   - replay or stop (the row is closed), 404 or 409 not_queued (nothing
 //     for a worker): ack and skip;
-//   - wait with an attempt in flight (another worker holds the lease, or
-//     JetStream handed out again an item whose worker died mid-call): ack
-//     and do not call — the lease holder reports, or the row goes the way
-//     of every open row, to the resolver, never to a second call;
+//   - wait at attempt 1 or more while the row's lease is live (another
+//     worker is calling; JetStream handed out again an item whose worker
+//     died mid-call; or this worker's own start was granted but its answer
+//     was lost and the resend found the lease): nak until the lease ends
+//     (capped at the max backoff), never a second call under a live lease.
+//     When it comes back, the lease holder has reported (replay, stop), or
+//     a write_idempotent tool inside its replay window is retried with the
+//     same key (retry_same_key: the vendor replays), or
+//   - wait at attempt 1 or more after the lease ended (a tool that may not
+//     be retried, a closed replay window, a 5xx, a frozen tool): ack and do
+//     not call — the row is the resolver's;
 //   - wait at attempt 0 (the kill switch covers the tool), an API error
 //     that may pass (5xx, 429, no answer), or a tool this worker has no
 //     handler for (another worker may): nak with a growing delay.
+//
+// The item is kept in progress (InProgress every third of the ack wait)
+// while its start and its call run. A WorkHandler that panics does not
+// kill the worker: the panic is reported as a network error (the row
+// becomes unknown, for the resolver), logged at error level with its
+// stack, and the item acked.
+//
+// Run makes the consumer again when it disappears (deleted, or the work
+// stream recreated), retrying with a growing delay while it cannot.
 //
 // A Worker that dies mid-call leaves the row pending under its lease, as a
 // runtime that dies in Do does. A Run whose ctx ends stops taking items;
@@ -174,34 +201,91 @@ func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // Run takes and calls work items until ctx ends, then waits for the calls
 // in flight to report, and returns nil; an error means the consumer could
-// not be made.
+// not be made at first.
 func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.Consumer(ctx)
 	if err != nil {
 		return err
 	}
+	ref := &consumerRef{cons: cons}
 	var wg sync.WaitGroup
 	for range w.concurrency {
-		wg.Go(func() { w.pull(ctx, cons) })
+		wg.Go(func() { w.pull(ctx, ref) })
 	}
 	wg.Wait()
 	return nil
 }
 
+// consumerRef is the consumer the pullers share, made again by the first
+// puller that finds it gone.
+type consumerRef struct {
+	mu   sync.Mutex
+	cons jetstream.Consumer
+}
+
+func (r *consumerRef) get() jetstream.Consumer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cons
+}
+
 // pull takes one item at a time until ctx ends.
-func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) {
+func (w *Worker) pull(ctx context.Context, ref *consumerRef) {
 	for ctx.Err() == nil {
+		cons := ref.get()
 		pctx, cancel := context.WithTimeout(ctx, workerPull)
 		msg, err := cons.Next(jetstream.FetchContext(pctx))
 		cancel()
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-				w.log.WarnContext(ctx, "work pull failed", "tenant", w.tenant, "err", err)
-				sleep(ctx, time.Second) // a bus that is down must not spin the loop
-			}
-			continue
+		switch {
+		case err == nil:
+			w.handle(ctx, msg)
+		case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoMessages):
+		case w.consumerGone(ctx, err):
+			w.log.WarnContext(ctx, "work consumer gone; making it again", "tenant", w.tenant, "err", err)
+			w.renew(ctx, ref, cons)
+		default:
+			w.log.WarnContext(ctx, "work pull failed", "tenant", w.tenant, "err", err)
+			sleep(ctx, time.Second) // a bus that is down must not spin the loop
 		}
-		w.handle(ctx, msg)
+	}
+}
+
+// consumerGone reports whether a pull failed because the consumer (or
+// its stream) no longer exists. A pull of a deleted consumer may fail
+// without saying so (no responders, missed heartbeats), so those errors
+// look the consumer up.
+func (w *Worker) consumerGone(ctx context.Context, err error) bool {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrConsumerDeleted),
+		errors.Is(err, jetstream.ErrStreamNotFound):
+		return true
+	case errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrNoResponders):
+		lctx, cancel := context.WithTimeout(ctx, workerPull)
+		defer cancel()
+		_, lerr := w.js.Consumer(lctx, w.stream, events.WorkConsumer(w.tenant))
+		return errors.Is(lerr, jetstream.ErrConsumerNotFound) || errors.Is(lerr, jetstream.ErrStreamNotFound)
+	}
+	return false
+}
+
+// renew makes the consumer again, unless another puller already has
+// (ref no longer holds old), retrying with a growing delay until it is
+// made or ctx ends.
+func (w *Worker) renew(ctx context.Context, ref *consumerRef, old jetstream.Consumer) {
+	ref.mu.Lock()
+	defer ref.mu.Unlock()
+	if ref.cons != old {
+		return
+	}
+	for d := time.Second; ctx.Err() == nil; d = min(2*d, w.maxBackoff) {
+		cons, err := w.Consumer(ctx)
+		if err == nil {
+			ref.cons = cons
+			w.log.InfoContext(ctx, "work consumer made again", "tenant", w.tenant)
+			return
+		}
+		w.log.WarnContext(ctx, "work consumer could not be made; retrying", "tenant", w.tenant, "err", err, "retry_in", d)
+		sleep(ctx, d)
 	}
 }
 
@@ -231,7 +315,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.nak(ctx, msg, "")
 		return
 	}
+	// A start resent after a lost answer, or a slow server, must not
+	// outlive the ack wait: JetStream would hand the item out again.
+	stop := w.keepAlive(ctx, msg)
 	resp, err := w.c.Start(ctx, item.Key)
+	stop()
 	var ae *Error
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotQueued):
@@ -250,15 +338,25 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	switch resp.Decision {
 	case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
 	case ledger.DecisionWait:
-		if resp.Row != nil && resp.Row.Attempt == 0 {
+		switch {
+		case resp.Row == nil || resp.Row.Attempt == 0:
 			log.InfoContext(ctx, "tool frozen; handed back")
 			w.nak(ctx, msg, item.Key)
-			return
+		case time.Now().Before(resp.Row.PendingUntil.Add(leaseMargin)):
+			// An attempt is in flight under its lease — another worker's,
+			// a dead worker's, or this worker's own start whose answer was
+			// lost. Never a second call under it; but the item must outlive
+			// it, or a start granted to nobody who heard it loses the call.
+			log.InfoContext(ctx, "an attempt in flight under its lease; handed back until it ends",
+				"attempt", resp.Row.Attempt, "pending_until", resp.Row.PendingUntil)
+			w.nakFor(ctx, msg, item.Key, time.Until(resp.Row.PendingUntil.Add(leaseMargin)))
+		default:
+			// The lease is over and the row may not be retried (or the tool
+			// is frozen): it is the resolver's, never a second call.
+			log.InfoContext(ctx, "work item's attempt is over and may not be retried; left to the resolver",
+				"attempt", resp.Row.Attempt, "status", resp.Row.Status)
+			w.settle(ctx, msg, "ack", item.Key)
 		}
-		// An attempt is in flight under its lease: its worker reports, or
-		// the resolver settles the row. Never a second call.
-		log.InfoContext(ctx, "work item already taken; skipped")
-		w.settle(ctx, msg, "ack", item.Key)
 		return
 	default:
 		log.DebugContext(ctx, "work item already settled; skipped", "decision", resp.Decision)
@@ -269,27 +367,46 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 }
 
 // call makes the item's call with Do's attempt (classify, report), telling
-// JetStream the item is in progress meanwhile, then acks.
+// JetStream the item is in progress meanwhile, then acks the item, or
+// naks it when the row is still pending: the vendor said retry later, the
+// report was lost, or nothing was sent.
 func (w *Worker) call(ctx context.Context, msg jetstream.Msg, item WorkItem, h WorkHandler, resp ClaimResponse, log *slog.Logger) {
 	claim := ClaimRequest{RunID: item.RunID, Tool: item.Tool, ToolCallID: item.ToolCallID, Vendor: item.Vendor, ToolClass: item.ToolClass}
 	tctx, end := traceTool(ctx, claim)
 	stop := w.keepAlive(ctx, msg)
-	out, err := w.c.attempt(tctx, outcomeOf(resp), func(cctx context.Context, key, localID string) (Result, error) {
+	out, p, err := w.c.attemptCaught(tctx, outcomeOf(resp), func(cctx context.Context, key, localID string) (Result, error) {
 		return h(cctx, item, key, localID)
 	})
 	stop()
 	end(out, err)
+	if p != nil {
+		// attemptCaught reported a network error: the row is unknown, for
+		// the resolver. One handler's panic must not kill the worker.
+		log.ErrorContext(ctx, "work item's handler panicked; the row is left to the resolver",
+			"panic", fmt.Sprint(p.value), "stack", string(p.stack))
+		w.settle(ctx, msg, "ack", item.Key)
+		return
+	}
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "work item called", "receipt_id", out.ReceiptID())
 	case !out.Called:
-		log.ErrorContext(ctx, "work item's call sent nothing; the row stays pending under its lease", "err", err)
+		log.ErrorContext(ctx, "work item's call sent nothing; handed back", "err", err)
 	default:
 		log.WarnContext(ctx, "work item called without a success", "err", err, "status", out.Row.Status)
 	}
-	// Acked whatever the call did: the row holds its fate now, and a
-	// second delivery could only find the lease or the settled row.
-	w.settle(ctx, msg, "ack", item.Key)
+	switch out.Row.Status {
+	case ledger.StatusSucceeded, ledger.StatusFailedPoison, ledger.StatusUnknown:
+		// The row holds its fate now; a second delivery could only find
+		// it settled or the resolver's.
+		w.settle(ctx, msg, "ack", item.Key)
+	default:
+		// Still pending: its lease ended (the vendor said retry later) or
+		// runs (a lost report): a later start answers retry_same_key, or
+		// wait until the lease ends.
+		log.InfoContext(ctx, "work item's row still pending; handed back to retry with the same key", "status", out.Row.Status)
+		w.nak(ctx, msg, item.Key)
+	}
 }
 
 // keepAlive tells JetStream the item is in progress every third of the
@@ -320,9 +437,13 @@ func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, key string) {
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
 		d <<= min(md.NumDelivered-1, 16)
 	}
-	if d > w.maxBackoff {
-		d = w.maxBackoff
-	}
+	w.nakFor(ctx, msg, key, d)
+}
+
+// nakFor hands the item back after d: at least a second, at most the max
+// backoff.
+func (w *Worker) nakFor(ctx context.Context, msg jetstream.Msg, key string, d time.Duration) {
+	d = min(max(d, time.Second), w.maxBackoff)
 	if err := msg.NakWithDelay(d); err != nil {
 		w.log.WarnContext(ctx, "nak of work item failed", "key", key, "err", err)
 	}
