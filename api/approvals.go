@@ -71,15 +71,10 @@ var approvalListParams = map[string]bool{"state": true, "tenant": true, "limit":
 // with ?tenant=.
 func (s *Server) listApprovals(c echo.Context) error {
 	p := principalOf(c)
-	q := c.QueryParams()
-	for name, vals := range q {
-		if !approvalListParams[name] {
-			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "unknown query parameter "+quoteField(name))
-		}
-		if len(vals) > 1 {
-			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "repeated query parameter "+quoteField(name))
-		}
+	if err := checkQuery(c, approvalListParams); err != nil {
+		return err
 	}
+	q := c.QueryParams()
 	if st := q.Get("state"); st != "" && st != string(ledger.ApprovalRequested) {
 		return newError(http.StatusBadRequest, apierror.CodeInvalidInput,
 			"state: only requested approvals are listed; a decided one stays on its row (GET /v1/approvals/{id})")
@@ -115,6 +110,9 @@ func (s *Server) listApprovals(c echo.Context) error {
 // getApproval is GET /v1/approvals/{id}: the approval in any state and its
 // row. Another tenant's is 404.
 func (s *Server) getApproval(c echo.Context) error {
+	if err := checkQuery(c, nil); err != nil {
+		return err
+	}
 	id, err := approvalID(c)
 	if err != nil {
 		return err

@@ -122,6 +122,8 @@ func TestApprovalFlow(t *testing.T) {
 	if l := decode[approvalsResp](t, f.do(http.MethodGet, "/v1/approvals", tokenAcme, nil)); len(l.Approvals) != 0 {
 		t.Fatalf("a granted approval is still listed: %+v", l)
 	}
+	// The single approval takes no query: a ?tenant= there would seem obeyed.
+	wantError(t, f.do(http.MethodGet, approvalPath(a.ID, "")+"?tenant=globex", tokenAdmin, nil), http.StatusBadRequest, "invalid_input")
 
 	// Proceed exactly once, then the row is an ordinary row.
 	p := f.mustClaim(tokenAcme, newClaim("run_1"), http.StatusOK)

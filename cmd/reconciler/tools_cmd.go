@@ -80,6 +80,17 @@ func runTools(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return subcommandExit("tools", toolsUsage, toolsMain(ctx, args, stdin, stdout, stderr, getenv), stdout, stderr)
 }
 
+// toolsAdminHint turns the API's answer to an admin token that named no
+// tenant (it speaks of ?tenant=) into what the command wants: --tenant,
+// with the token in the admin variable.
+func toolsAdminHint(printed, err error, tenant string) error {
+	var ae *client.Error
+	if tenant == "" && errors.As(err, &ae) && ae.Code == "invalid_input" && strings.Contains(ae.Message, "?tenant=") {
+		return fmt.Errorf("%w (an admin token reads a tenant's registry with --tenant T and the token in %s)", printed, config.EnvAdminToken)
+	}
+	return printed
+}
+
 // toolsOpts are the flags of every subcommand; each uses a subset.
 type toolsOpts struct {
 	url, tenant, file string
@@ -198,13 +209,13 @@ func toolsMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	case "list":
 		list, err := api.c.ListTools(ctx)
 		if err != nil {
-			return api.failure(err)
+			return toolsAdminHint(api.failure(err), err, o.tenant)
 		}
 		return toolsPrintList(stdout, stderr, list, o.json)
 	case "show":
 		t, err := api.c.GetTool(ctx, name)
 		if err != nil {
-			return api.failure(err)
+			return toolsAdminHint(api.failure(err), err, o.tenant)
 		}
 		return toolsPrintTool(stdout, t, o.json)
 	default:

@@ -372,6 +372,13 @@ func TestToolsListShowDelete(t *testing.T) {
 			})
 		}
 	})
+	t.Run("admin token in the tenant variable", func(t *testing.T) {
+		// The API asks for ?tenant=; the command names its own way.
+		code, out, errOut := n.run(map[string]string{config.EnvToken: e2eAdmin}, "", "list")
+		if code != 1 || out != "" || !strings.Contains(errOut, "--tenant T") || !strings.Contains(errOut, config.EnvAdminToken) {
+			t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+		}
+	})
 	t.Run("list json", func(t *testing.T) {
 		code, out, errOut := n.run(nil, "", "list", "--json")
 		if code != 0 {

@@ -357,7 +357,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read one approval, in any state, with its row */
+        /**
+         * Read one approval, in any state, with its row
+         * @description Takes no query parameters (any is 400 `invalid_input`); the id names the tenant.
+         */
         get: operations["getApproval"];
         put?: never;
         post?: never;
