@@ -1,7 +1,8 @@
 # reconciler — see README.md. Two commands set everything up: `make run`, `make test`.
 GO        ?= go
-# The toolchain every build, test and image uses (go.mod says the same): the
-# machine's own Go may be older, and GOTOOLCHAIN=local would then refuse go.mod.
+# The toolchain every build, test and image uses (go.mod's toolchain line
+# says the same): a machine whose Go is older, or set to GOTOOLCHAIN=local,
+# would otherwise build with its own, and go1.26.8 has reachable vulnerabilities.
 export GOTOOLCHAIN := go1.27.3
 FUZZTIME  ?= 20s
 BENCHTIME ?= 2s

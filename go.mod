@@ -1,6 +1,8 @@
 module github.com/agentledger/reconciler
 
-go 1.27.3
+go 1.26.0
+
+toolchain go1.27.3
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
