@@ -171,20 +171,7 @@ func startTracedBinary(t *testing.T, endpoint string) (httpAddr, natsURL string)
 	t.Helper()
 	dir := t.TempDir()
 	bin := buildReconciler(t, dir)
-	cfg := filepath.Join(dir, "reconciler.yaml")
-	yaml := `tenants:
-  - id: default
-    tokens: ["${E2E_TOKEN}"]
-admin_tokens: ["${E2E_ADMIN}"]
-stripe:
-  endpoints:
-    - name: default
-      tenant: default
-      secrets: ["${E2E_STRIPE_SECRET}"]
-`
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeStripeConfig(t, dir)
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"), "--http", httpAddr, "--nats-listen", natsAddr)
 	for _, kv := range os.Environ() {

@@ -15,12 +15,11 @@ import (
 
 const e2eStripeSecret = "whsec_e2e_0123456789abcdef"
 
-// TestE2EStripeWebhook drives the real program: claim → the call times out
-// (unknown) → Stripe's signed webhook with our local id → the row succeeds
-// with the receipt id, once, however often and however concurrently Stripe
-// delivers, and exactly one succeeded event reaches NATS.
-func TestE2EStripeWebhook(t *testing.T) {
-	dir := t.TempDir()
+// writeStripeConfig writes, in dir, the config of a node with the default
+// tenant, an admin token and a Stripe endpoint; the secrets come from the
+// environment (E2E_TOKEN, E2E_ADMIN, E2E_STRIPE_SECRET).
+func writeStripeConfig(t *testing.T, dir string) string {
+	t.Helper()
 	cfg := filepath.Join(dir, "reconciler.yaml")
 	yaml := `tenants:
   - id: default
@@ -35,6 +34,16 @@ stripe:
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// TestE2EStripeWebhook drives the real program: claim → the call times out
+// (unknown) → Stripe's signed webhook with our local id → the row succeeds
+// with the receipt id, once, however often and however concurrently Stripe
+// delivers, and exactly one succeeded event reaches NATS.
+func TestE2EStripeWebhook(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeStripeConfig(t, dir)
 	env := map[string]string{"E2E_TOKEN": e2eToken, "E2E_ADMIN": e2eAdmin, "E2E_STRIPE_SECRET": e2eStripeSecret}
 	m := startMain(t, env, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0")
 	addr := m.HTTPAddr()
