@@ -2,16 +2,13 @@ package api_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentledger/reconciler/api"
+	"github.com/agentledger/reconciler/internal/oteltest"
 )
 
 // BenchmarkClaimAPITraced is BenchmarkClaimAPI with tracing off (no
@@ -27,17 +24,6 @@ func BenchmarkClaimAPITraced(b *testing.B) {
 		benchClaims(b, api.Options{TracerProvider: tp})
 	})
 	b.Run("otlp", func(b *testing.B) {
-		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/x-protobuf")
-		}))
-		b.Cleanup(recv.Close)
-		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-		benchClaims(b, api.Options{TracerProvider: tp})
+		benchClaims(b, api.Options{TracerProvider: oteltest.OTLPProvider(b)})
 	})
 }

@@ -1,14 +1,9 @@
 package events_test
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -16,6 +11,7 @@ import (
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/internal/natstest"
+	"github.com/agentledger/reconciler/internal/oteltest"
 	"github.com/agentledger/reconciler/internal/testkit"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -41,7 +37,7 @@ func BenchmarkRelayTraced(b *testing.B) {
 			}
 			var tp trace.TracerProvider
 			if mode == "otlp" {
-				tp = otlpProvider(b)
+				tp = oteltest.OTLPProvider(b)
 			}
 			if mode == "sdk_noop_exporter" {
 				tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
@@ -57,22 +53,4 @@ func BenchmarkRelayTraced(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
-}
-
-// otlpProvider is an SDK TracerProvider batching its spans to an OTLP/HTTP
-// receiver that discards them; shut down (flushing) when b ends.
-func otlpProvider(b *testing.B) *sdktrace.TracerProvider {
-	b.Helper()
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	b.Cleanup(recv.Close)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return tp
 }
