@@ -167,6 +167,26 @@ func runOne(ctx context.Context, d drill, o Options) Result {
 	return r
 }
 
+// DeliveryTested reports whether results hold a duplicate-delivery drill
+// that ran and passed: the gate's drills (approval, denial, checklist)
+// test the gate, not what a second delivery does, so they alone never
+// justify the checklist's duplicate_delivery_test.
+func DeliveryTested(results []Result) bool {
+	for _, r := range results {
+		if !r.Skipped && r.Pass && !gateDrills[r.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// gateDrills are the drills of the approval gate and the checklist.
+var gateDrills = map[string]bool{
+	"irreversible-waits-for-approval": true,
+	"denied-never-calls":              true,
+	"open-checklist-stays-gated":      true,
+}
+
 // Passed reports whether every drill that ran passed, and at least one
 // ran (skipped drills are neither).
 func Passed(results []Result) bool {

@@ -52,3 +52,34 @@ func TestEnvRuntimeIsATenant(t *testing.T) {
 		t.Fatal("the runtime's credential may publish events")
 	}
 }
+
+func TestDeliveryTested(t *testing.T) {
+	names := map[string]bool{}
+	for _, d := range drills {
+		names[d.name] = true
+	}
+	for name := range gateDrills {
+		if !names[name] {
+			t.Errorf("gate drill %q is not a drill", name)
+		}
+	}
+	gate := Result{Name: "denied-never-calls", Pass: true}
+	delivery := Result{Name: "slow-success-timeout", Pass: true}
+	for _, tt := range []struct {
+		name    string
+		results []Result
+		want    bool
+	}{
+		{"a delivery drill passed", []Result{gate, delivery}, true},
+		{"only the gate's drills", []Result{gate, {Name: "open-checklist-stays-gated", Pass: true}}, false},
+		{"the delivery drill skipped", []Result{gate, {Name: "slow-success-timeout", Skipped: true}}, false},
+		{"the delivery drill failed", []Result{{Name: "slow-success-timeout"}}, false},
+		{"nothing ran", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DeliveryTested(tt.results); got != tt.want {
+				t.Fatalf("DeliveryTested = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

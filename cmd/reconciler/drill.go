@@ -173,7 +173,7 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		return 1
 	}
-	if registered != nil && !drilledDelivery(results) {
+	if registered != nil && !drill.DeliveryTested(results) {
 		// The approval and checklist drills test the gate, not duplicate
 		// delivery: with only those run (another box open, a tool the
 		// delivery drills do not model), checking the box would certify
@@ -236,25 +236,6 @@ func fetchTool(ctx context.Context, name, url, token string) (*drilledTool, erro
 		return nil, fmt.Errorf("tool %s is a read: it makes no side effect to drill", name)
 	}
 	return &drilledTool{c: c, tool: t}, nil
-}
-
-// gateDrills test the approval gate and the checklist, not what a second
-// delivery does: they alone never check duplicate_delivery_test.
-var gateDrills = map[string]bool{
-	"irreversible-waits-for-approval": true,
-	"denied-never-calls":              true,
-	"open-checklist-stays-gated":      true,
-}
-
-// drilledDelivery reports whether a duplicate-delivery drill ran (and, as
-// the caller knows every drill passed, passed).
-func drilledDelivery(results []drill.Result) bool {
-	for _, r := range results {
-		if !r.Skipped && !gateDrills[r.Name] {
-			return true
-		}
-	}
-	return false
 }
 
 // check marks the entry's duplicate_delivery_test box, as of now. It
