@@ -106,17 +106,37 @@ func (v *verifier) accept(req *http.Request, body []byte, now time.Time, cache *
 	}
 	r := &request{method: req.Method, header: req.Header, body: body}
 	r.url, r.query = v.signedURL(req.URL.RawQuery)
-	doc, err := v.decodeBody(body, r.query)
-	if err != nil {
-		return nil, err
+	// The body is decoded before the signature is checked only when the
+	// signature needs it (Mailgun's lives in it, Adyen signs each item), so
+	// a forged body is said to be badly signed rather than unparsable.
+	var doc any
+	var elems []any
+	decode := func() error {
+		var err error
+		if doc, err = v.decodeBody(body, r.query); err != nil {
+			return err
+		}
+		r.doc = doc
+		elems, err = v.batch.elements(doc)
+		return err
 	}
-	r.doc = doc
+	early := v.needsDoc()
+	if early {
+		if err := decode(); err != nil {
+			return nil, err
+		}
+	}
 	r.ts = v.timestampOf(r)
-	elems, err := v.batch.elements(doc)
-	if err != nil {
+	if err := v.verifySignature(r, elems, now); err != nil {
 		return nil, err
 	}
-	if err := v.verify(r, elems, now); err != nil {
+	if !early {
+		if err := decode(); err != nil {
+			return nil, err
+		}
+		r.ts = v.timestampOf(r)
+	}
+	if err := v.checkTimestamp(r, now); err != nil {
 		return nil, err
 	}
 	if v.challenge != "" {

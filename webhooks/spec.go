@@ -430,6 +430,10 @@ func (b batchPath) elements(doc any) ([]any, error) {
 		node = lookupNode(doc, b.array)
 	}
 	arr, ok := node.([]any)
+	if _, obj := node.(map[string]any); obj && b.array == "" && b.item == "" {
+		// A top-level batch of one sent as a bare object.
+		arr, ok = []any{node}, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: batch: no array at %q", ErrUnparsable, b.array)
 	}

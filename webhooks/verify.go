@@ -164,32 +164,32 @@ func (v *verifier) parseKeys(s Spec, secrets []string) error {
 	return nil
 }
 
-// verify checks the delivery's signature (for adyen, every element's),
-// then its timestamp. Like VerifyStripe it checks the signature first, so
-// ErrStale is only said of authentic deliveries.
-func (v *verifier) verify(r *request, elems []any, now time.Time) error {
-	var err error
+// needsDoc reports whether the signature's check reads the decoded body.
+func (v *verifier) needsDoc() bool {
+	return v.sig.json != "" || v.signed.uses(partJSON) || v.scheme == SchemeAdyen || len(v.replay) > 0
+}
+
+// verifySignature checks the delivery's signature (for adyen, every
+// element's). The caller checks the timestamp after it, as VerifyStripe
+// does, so ErrStale is only said of authentic deliveries. Standard
+// Webhooks checks its own timestamp.
+func (v *verifier) verifySignature(r *request, elems []any, now time.Time) error {
 	switch v.scheme {
 	case SchemeHMAC:
-		err = v.verifyHMAC(r)
+		return v.verifyHMAC(r)
 	case SchemeECDSA:
-		err = v.verifyECDSA(r)
+		return v.verifyECDSA(r)
 	case SchemeBasicAuth:
-		err = v.verifyBasic(r)
+		return v.verifyBasic(r)
 	case SchemeStandardWebhooks:
-		_, err = VerifyStandard(r.header, r.body, v.keys, v.tolerance, now)
+		_, err := VerifyStandard(r.header, r.body, v.keys, v.tolerance, now)
 		return err
 	case SchemeTwilio:
-		err = v.verifyTwilio(r)
+		return v.verifyTwilio(r)
 	case SchemeAdyen:
-		err = v.verifyAdyen(elems)
-	default:
-		err = fmt.Errorf("%w: unknown scheme", ErrBadSignature)
+		return v.verifyAdyen(elems)
 	}
-	if err != nil {
-		return err
-	}
-	return v.checkTimestamp(r, now)
+	return fmt.Errorf("%w: unknown scheme", ErrBadSignature)
 }
 
 // signatures reads and decodes the delivery's signatures.
@@ -314,7 +314,7 @@ func (v *verifier) verifyBasic(r *request) error {
 // checkTimestamp checks the signed timestamp against the tolerance, both
 // ways. Zero tolerance: the vendor documents none, nothing is checked.
 func (v *verifier) checkTimestamp(r *request, now time.Time) error {
-	if v.tolerance <= 0 {
+	if v.tolerance <= 0 || v.scheme == SchemeStandardWebhooks {
 		return nil
 	}
 	if r.ts == "" {
