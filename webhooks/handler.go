@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -282,13 +281,29 @@ func (h *Handler) Register(e *echo.Echo) {
 		e.POST("/webhooks/"+family, serve)
 		e.POST("/webhooks/"+family+"/:endpoint", serve)
 	}
-	// Preset endpoints are served by name only: POST /webhooks/<preset>/<name>.
-	for _, family := range slices.Sorted(maps.Keys(h.routes)) {
+	// Preset endpoints are served by name only: POST /webhooks/<preset>/<name>
+	// (custom for an endpoint with no preset). echo matches the static
+	// families above first.
+	e.POST("/webhooks/:preset/:endpoint", h.servePreset())
+}
+
+// servePreset serves the preset families, the family read from the path.
+func (h *Handler) servePreset() echo.HandlerFunc {
+	byFamily := map[string]echo.HandlerFunc{}
+	for family := range h.routes {
 		switch family {
 		case familyStripe, familyPayPal, familyStandard:
-			continue
+			continue // served by their own routes only
 		}
-		e.POST("/webhooks/"+family+"/:endpoint", h.serve(family))
+		byFamily[family] = h.serve(family)
+	}
+	return func(c echo.Context) error {
+		if serve, ok := byFamily[c.Param("preset")]; ok {
+			return serve(c)
+		}
+		nameDelivery(c.Request().Context())
+		h.count(c.Request().Context(), "unknown", resultNotFound)
+		return writeError(c, http.StatusNotFound, apierror.CodeNotFound, "no such webhook endpoint")
 	}
 }
 

@@ -64,6 +64,7 @@ func (c *Config) fillIn() {
 			e.Vendor = e.Name
 		}
 	}
+	fillInWebhooks(c.Webhooks, fill)
 }
 
 // Validate checks every setting and returns all problems, joined; each one
@@ -171,6 +172,8 @@ func (c Config) Validate() error {
 			v.add(p+".vendor", "invalid vendor %q: want 1-64 of [a-z0-9_-]", truncate(e.Vendor, 40))
 		}
 	}
+
+	v.webhooks(c.Webhooks, known)
 
 	for _, vendor := range sortedKeys(c.EventTypes) {
 		p := mapPath("event_types", vendor)
