@@ -451,3 +451,61 @@ func rejected(t *testing.T, hs *harness, r vreq, code string) {
 		t.Fatalf("reconciler_webhooks_total{result=%s} = %v, want %v", code, got, count+1)
 	}
 }
+
+// TestEveryPresetHasAVector: a new preset is one data file and one entry
+// in vectorCases.
+func TestEveryPresetHasAVector(t *testing.T) {
+	presets, err := webhooks.Presets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := map[string]bool{}
+	for _, vc := range vectorCases(t) {
+		tested[vc.preset] = true
+	}
+	for name, spec := range presets {
+		if !tested[name] {
+			t.Errorf("preset %s has no vendor vector in vectorCases", name)
+		}
+		if spec.Doc == "" || len(spec.Types) == 0 {
+			t.Errorf("preset %s: want a doc line and a default event table", name)
+		}
+	}
+	if len(presets) != 13 {
+		t.Errorf("%d presets, want the 13 of the README's table", len(presets))
+	}
+}
+
+// TestPresetRefusesBadSpecs: a preset or an endpoint's knobs that cannot
+// mean anything stop New with the endpoint's name and the knob.
+func TestPresetRefusesBadSpecs(t *testing.T) {
+	cases := []struct {
+		name string
+		ep   webhooks.PresetEndpoint
+		want string
+	}{
+		{"unknown preset", webhooks.PresetEndpoint{Name: "x", Preset: "nope", Tenant: "acme", Secrets: []string{"s"}}, `unknown preset "nope"`},
+		{"no secret", webhooks.PresetEndpoint{Name: "x", Preset: "github", Tenant: "acme"}, "secrets: need at least one"},
+		{"square without url", webhooks.PresetEndpoint{Name: "x", Preset: "square", Tenant: "acme", Secrets: []string{"s"}}, "url:"},
+		{"adyen key not hex", webhooks.PresetEndpoint{Name: "x", Preset: "adyen", Tenant: "acme", Secrets: []string{"zz"}}, "secret 1: not hex"},
+		{"sendgrid key not a key", webhooks.PresetEndpoint{Name: "x", Preset: "sendgrid", Tenant: "acme", Secrets: []string{"aGVsbG8="}}, "secret 1: not a P-256"},
+		{"postmark without a colon", webhooks.PresetEndpoint{Name: "x", Preset: "postmark", Tenant: "acme", Secrets: []string{"nopass"}}, "secret 1: want user:password"},
+		{"custom without vendor", webhooks.PresetEndpoint{Name: "x", Tenant: "acme", Secrets: []string{"s"}, Spec: webhooks.Spec{Scheme: "hmac"}}, "vendor: required"},
+		{"bad template", webhooks.PresetEndpoint{Name: "x", Preset: "github", Tenant: "acme", Secrets: []string{"s"}, Spec: webhooks.Spec{Signed: "{bodyy}"}}, "unknown placeholder {bodyy}"},
+		{"query local id on hmac", webhooks.PresetEndpoint{Name: "x", Preset: "github", Tenant: "acme", Secrets: []string{"s"}, LocalIDPath: "query:id"}, "needs a scheme that signs the request's query"},
+		{"replay without tolerance", webhooks.PresetEndpoint{Name: "x", Tenant: "acme", Vendor: "v", Secrets: []string{"s"}, Spec: webhooks.Spec{
+			Scheme: "hmac", Signed: "{body}", Signature: webhooks.SignatureSpec{Source: "header:X-S", Encoding: "hex"},
+			EventID: []string{"{json:id}"}, EventType: []string{"{json:t}"}, Replay: "{json:token}"}}, "replay: needs a timestamp and its tolerance"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := webhooks.New(webhooks.Options{Store: openBolt(t), Presets: []webhooks.PresetEndpoint{tc.ep}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `endpoint "x"`) {
+				t.Fatalf("New error = %v, want %q naming the endpoint", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "nopass") || strings.Contains(err.Error(), "aGVsbG8=") {
+				t.Fatal("a secret is quoted in the error")
+			}
+		})
+	}
+}

@@ -342,9 +342,6 @@ func (s Spec) compile(rawURL string, secrets []string) (*verifier, error) {
 		if v.replay, err = parseTemplate(s.Replay, eventPart); err != nil {
 			return nil, fmt.Errorf("replay: %w", err)
 		}
-		if v.tolerance <= 0 {
-			return nil, fmt.Errorf("replay: needs a timestamp tolerance (the cache keeps values that long)")
-		}
 	}
 	for _, a := range s.Types {
 		if !a.Valid() {
@@ -357,8 +354,13 @@ func (s Spec) compile(rawURL string, secrets []string) (*verifier, error) {
 	if v.tolerance < 0 {
 		return nil, fmt.Errorf("tolerance: must not be negative")
 	}
-	if v.tolerance > 0 && s.Timestamp.Source == "" && s.Scheme != SchemeStandardWebhooks {
-		return nil, fmt.Errorf("tolerance: the scheme has no timestamp.source to check")
+	if s.Timestamp.Source == "" && s.Scheme != SchemeStandardWebhooks {
+		// "tolerance: where the scheme has a timestamp": on one without
+		// (Square, GitHub) it has nothing to bound.
+		v.tolerance = 0
+	}
+	if len(v.replay) > 0 && v.tolerance <= 0 {
+		return nil, fmt.Errorf("replay: needs a timestamp and its tolerance (the cache keeps values that long)")
 	}
 	if err := v.compileScheme(s, secrets); err != nil {
 		return nil, err

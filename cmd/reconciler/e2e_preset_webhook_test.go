@@ -9,9 +9,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/memstore"
+	"github.com/agentledger/reconciler/webhooks"
 )
 
 // TestE2ESquarePresetWebhook drives the real program with a webhooks: entry
@@ -81,4 +87,34 @@ webhooks:
 		"recon.default.run_sq.unknown":   1,
 		"recon.default.run_sq.succeeded": 1,
 	})
+}
+
+// TestArchitectureWebhooksBuild: the webhooks: entries of the example in
+// docs/architecture.md §9 (a preset and a custom endpoint from knobs alone)
+// build into the handler serve runs.
+func TestArchitectureWebhooksBuild(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "<!-- config-example:begin -->\n```yaml\n")
+	block, _, _ = strings.Cut(block, "```\n<!-- config-example:end -->")
+	c, err := config.Parse("docs/architecture.md", []byte(block), configtest.MapEnv(configtest.FullEnv()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := webhookOptions(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Presets) != 2 {
+		t.Fatalf("%d preset endpoints, want the example's 2", len(o.Presets))
+	}
+	o.Store = memstore.New(ledger.DefaultPolicy())
+	o.PayPal = nil // its CA file is the example's, not this machine's
+	h, err := webhooks.New(o)
+	if err != nil {
+		t.Fatalf("webhooks.New from the example: %v", err)
+	}
+	h.Close()
 }
