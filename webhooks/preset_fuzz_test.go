@@ -134,3 +134,46 @@ func FuzzBatch(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPresetAccept measures one delivery's verification and decoding
+// per scheme (no store): the cost a forged flood buys.
+func BenchmarkPresetAccept(b *testing.B) {
+	specs, err := Presets()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const sgKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
+	sgBody := `[{"email":"hello@world.com","event":"dropped","reason":"Bounced Address","sg_event_id":"ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA","sg_message_id":"LRzXl_NHStOGhQ4kofSm_A.filterdrecv-p3mdw1-756b745b58-kmzbl-18-5F5FC76C-9.0","smtp-id":"<LRzXl_NHStOGhQ4kofSm_A@ismtpd0039p1iad1.sendgrid.net>","timestamp":1600112492}]` + "\r\n"
+	sqBody := `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`
+	adBody := `{"live":"false","notificationItems":[{"NotificationRequestItem":{"additionalData":{"hmacSignature":"ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="},"amount":{"currency":"EUR","value":1000},"eventCode":"EVENT","merchantAccountCode":"merchantAccount","merchantReference":"reference","originalReference":"originalReference","pspReference":"pspReference","success":"true"}}]}`
+	cases := []struct {
+		preset, key, url, body string
+		header                 http.Header
+		at                     time.Time
+	}{
+		{"square", "Ibxx_5AKakO-3qeNVR61Dw", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", sqBody,
+			http.Header{"X-Square-Hmacsha256-Signature": {"GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4="}}, time.Now()},
+		{"sendgrid", sgKey, "", sgBody, http.Header{
+			"X-Twilio-Email-Event-Webhook-Signature": {"MEUCIGHQVtGj+Y3LkG9fLcxf3qfI10QysgDWmMOVmxG0u6ZUAiEAyBiXDWzM+uOe5W0JuG+luQAbPIqHh89M15TluLtEZtM="},
+			"X-Twilio-Email-Event-Webhook-Timestamp": {"1600112502"}}, time.Unix(1600112502, 0)},
+		{"adyen", "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00", "", adBody, http.Header{}, time.Now()},
+	}
+	for _, tc := range cases {
+		b.Run(tc.preset, func(b *testing.B) {
+			v, err := specs[tc.preset].compile(tc.url, []string{tc.key})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := httptest.NewRequest(http.MethodPost, "/webhooks/x/y", nil)
+			req.Header = tc.header
+			body := []byte(tc.body)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.accept(req, body, tc.at, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
