@@ -15,7 +15,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 )
 
@@ -480,6 +479,3 @@ func defaultTypes(t matcher.Table, vendor string, types map[string]matcher.Actio
 		}
 	}
 }
-
-// validVendor reports whether a vendor name is one the ledger takes.
-func validVendor(s string) bool { return ledger.ValidateVendor(s) == nil }
