@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -74,6 +76,9 @@ type vectorCase struct {
 	// tolerance, when the scheme has a timestamp: stale cases step past it.
 	tolerance time.Duration
 	tampered  map[string]func(*vreq)
+	// spec and vendor declare an endpoint with no preset (preset "").
+	spec   webhooks.Spec
+	vendor string
 }
 
 // sendgridKey is SendGrid's published test public key (sendgrid-go
@@ -361,8 +366,69 @@ func vectorCases(t *testing.T) []vectorCase {
 }
 
 func vectorEndpoint(vc vectorCase, secrets ...string) webhooks.PresetEndpoint {
-	name := strings.Split(strings.TrimPrefix(vc.req.path, "/webhooks/"+vc.preset+"/"), "?")[0]
-	return webhooks.PresetEndpoint{Name: name, Preset: vc.preset, Tenant: "acme", Secrets: secrets, URL: vc.url, Tolerance: vc.tolerance}
+	family := vc.preset
+	if family == "" {
+		family = webhooks.FamilyCustom
+	}
+	name := strings.Split(strings.TrimPrefix(vc.req.path, "/webhooks/"+family+"/"), "?")[0]
+	return webhooks.PresetEndpoint{Name: name, Preset: vc.preset, Tenant: "acme", Vendor: vc.vendor, Secrets: secrets, URL: vc.url, Tolerance: vc.tolerance, Spec: vc.spec}
+}
+
+// adyenPlatformPayload is adyen-go's payloadAsString (hmacvalidator_test.go):
+// 407 bytes, not JSON (a quote is missing), no trailing newline.
+const adyenPlatformPayload = "{\n" +
+	`    "type": "merchant.created",` + "\n" +
+	`    "environment": "test",` + "\n" +
+	`    "createdAt": "01-01-2024",` + "\n" +
+	`    "data": {` + "\n" +
+	`        "capabilities": {` + "\n" +
+	`            "sendToTransferInstrument": {` + "\n" +
+	`                "requested": true,` + "\n" +
+	`                "requestedLevel": "notApplicable"` + "\n" +
+	`            }` + "\n" +
+	`        },` + "\n" +
+	`        "companyId": "YOUR_COMPANY_ID",` + "\n" +
+	`        "merchantId": YOUR_MERCHANT_ACCOUNT",` + "\n" +
+	`        "status": "PreActive"` + "\n" +
+	`    }` + "\n" +
+	`}`
+
+// customVectorCases declare vendors with no preset from the knobs alone
+// and verify those vendors' own published vectors.
+func customVectorCases() []vectorCase {
+	return []vectorCase{
+		{
+			// The Standard Webhooks specification's vector, through scheme standard_webhooks.
+			name: "custom standard_webhooks", vendor: "stdhooks", key: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", wrong: "whsec_c2VjcmV0LW9mLWEtcm90YXRlZC1lbmRwb2ludA==",
+			at: time.Unix(1614265330, 0), tolerance: 5 * time.Minute,
+			spec: webhooks.Spec{Scheme: "standard_webhooks", EventID: []string{"{header:webhook-id}"}, EventType: []string{"{json:type}", "untyped"}},
+			req: vreq{path: "/webhooks/custom/std", body: []byte(`{"test": 2432232314}`), header: hdr(
+				"webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp", "1614265330",
+				"webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")},
+			want: 200, wantCode: "ignored",
+			tampered: map[string]func(*vreq){
+				"body":  func(r *vreq) { r.body = []byte(`{"test": 2432232315}`) },
+				"id":    func(r *vreq) { r.header.Set("webhook-id", "msg_other") },
+				"v1a":   func(r *vreq) { r.header.Set("webhook-signature", "v1a,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=") },
+				"stamp": func(r *vreq) { r.header.Set("webhook-timestamp", "1614265331") },
+			},
+		},
+		{
+			// Adyen's platform webhooks (raw payload, HmacSignature header, hex key):
+			// adyen-go hmacvalidator_test.go, declared as an hmac endpoint. The
+			// payload is not JSON: verified, then unparsable.
+			name: "custom adyen platform", vendor: "adyenplatform", key: adyenKey, wrong: strings.Repeat("CD", 32),
+			spec: webhooks.Spec{Scheme: "hmac", KeyEncoding: "hex", Signed: "{body}",
+				Signature: webhooks.SignatureSpec{Source: "header:HmacSignature", Encoding: "base64"},
+				EventID:   []string{"{body_sha256}"}, EventType: []string{"{json:type}"}},
+			req: vreq{path: "/webhooks/custom/adp", body: []byte(adyenPlatformPayload), header: hdr(
+				"HmacSignature", "yitBTPnDGtbAMG9rTxUa1e6lFGpa4PnrD6rErOmEhJ8=", "Protocol", "HmacSHA256")},
+			want: 400, wantCode: "unparsable",
+			tampered: map[string]func(*vreq){
+				"indent": func(r *vreq) { r.body = bytes.Replace(r.body, []byte("    "), []byte("  "), 1) },
+			},
+		},
+	}
 }
 
 func vectorHarness(t *testing.T, vc vectorCase, secrets ...string) *harness {
@@ -389,13 +455,19 @@ func answer(t *testing.T, rec *httptest.ResponseRecorder) string {
 }
 
 func TestPresetVendorVectors(t *testing.T) {
-	for _, vc := range vectorCases(t) {
+	for _, vc := range append(vectorCases(t), customVectorCases()...) {
 		t.Run(vc.name, func(t *testing.T) {
 			t.Run("vendor vector", func(t *testing.T) {
 				hs := vectorHarness(t, vc, vc.key)
 				rec := hs.send(vc.req)
 				if rec.Code != vc.want || answer(t, rec) != vc.wantCode {
 					t.Fatalf("answer = %d %s, want %d %s", rec.Code, rec.Body, vc.want, vc.wantCode)
+				}
+				if len(vc.req.body) == 407 && vc.vendor == "adyenplatform" {
+					sum := sha256.Sum256(vc.req.body)
+					if hex.EncodeToString(sum[:]) != "5b8e14d04a30d9703c363307593a9393fbf5c91b435afe3682f1478d15371153" {
+						t.Fatal("the Adyen platform payload is not adyen-go's bytes")
+					}
 				}
 				if vc.want == 200 {
 					if again := hs.send(vc.req); again.Code != 200 || (!strings.HasPrefix(vc.wantCode, "[") && answer(t, again) != "duplicate") {
