@@ -247,6 +247,13 @@ func (v *verifier) event(r *request, el any, i int) (verified, error) {
 	case v.localID != "":
 		ev.LocalID, _ = lookupScalar(el, v.localID)
 	}
+	if !isLocalID(ev.LocalID) {
+		// The places presets read are shared with other integrations
+		// (Adyen's merchantReference, Zendesk's external_id, a HubSpot
+		// property's value): a value that is not one of ours joins no row
+		// and is not parked as an orphan either.
+		ev.LocalID = ""
+	}
 	var action matcher.Action
 	if v.outcome.Path != "" {
 		if val, ok := lookupScalar(el, v.outcome.Path); ok {
@@ -315,3 +322,18 @@ func cloneTable(t matcher.Table) matcher.Table {
 type challengeReply struct{ value string }
 
 func (c *challengeReply) Error() string { return "verification handshake" }
+
+// isLocalID reports whether s has the shape of a metadata_local_id the
+// ledger mints: the prefix and 32 lower-case hex digits.
+func isLocalID(s string) bool {
+	hexPart, ok := strings.CutPrefix(s, ledger.LocalIDPrefix)
+	if !ok || len(hexPart) != 32 {
+		return false
+	}
+	for i := 0; i < len(hexPart); i++ {
+		if c := hexPart[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

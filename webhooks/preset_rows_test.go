@@ -119,6 +119,7 @@ func TestPresetSquareClosesRows(t *testing.T) {
 		{"failed status fails whatever the type", squareDelivery("e2", "payment.created", "FAILED", b.MetadataLocalID), "accepted", []ledger.Row{b}, []ledger.Status{ledger.StatusFailedPoison}, 2},
 		{"canceled too", squareDelivery("e3", "payment.updated", "CANCELED", c.MetadataLocalID), "accepted", []ledger.Row{c}, []ledger.Status{ledger.StatusFailedPoison}, 3},
 		{"orphan is parked", squareDelivery("e4", "payment.updated", "COMPLETED", "rl_00000000000000000000000000000000"), "orphan", nil, nil, 3},
+		{"another integration's reference is not parked", squareDelivery("e5", "payment.updated", "COMPLETED", "ORDER-1234-XYZ"), "unmatched", nil, nil, 3},
 	})
 	if got, want := hs.row(a).UpstreamReceiptID, "pay_"+a.MetadataLocalID[len(a.MetadataLocalID)-6:]; got != want {
 		t.Errorf("receipt = %q, want %q", got, want)
