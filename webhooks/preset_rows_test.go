@@ -243,6 +243,13 @@ func TestPresetTwilioStatusCallback(t *testing.T) {
 		{"Twilio's retry changes nothing", callback("sent", "idem-1"), "duplicate", []ledger.Row{a}, []ledger.Status{ledger.StatusSucceeded}, 1},
 		{"delivered, keyed by sid and status", callback("delivered", ""), "accepted", []ledger.Row{a}, []ledger.Status{ledger.StatusSucceeded}, 1},
 	})
+	// Twilio's back ends sign with and without the default port.
+	withPort := callback("delivered", "idem-3")
+	withPort.header.Set("X-Twilio-Signature", twilioSign(token, "https://hooks.example.com:443/webhooks/twilio/tw?"+query,
+		url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"delivered"}, "AccountSid": {"AC1"}}))
+	if rec := hs.send(withPort); rec.Code != http.StatusOK {
+		t.Fatalf("signed over the URL with :443: %d %s, want 200", rec.Code, rec.Body)
+	}
 	if !hs.seen("twilio", "SM1:delivered") {
 		t.Error("without I-Twilio-Idempotency-Token the event id is not MessageSid:MessageStatus")
 	}
