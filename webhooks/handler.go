@@ -202,7 +202,7 @@ func (h *Handler) add(family string, e *endpoint) error {
 	if err := ledger.ValidateVendor(e.vendor); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if e.accept == nil {
+	if e.accept == nil && e.acceptMany == nil {
 		return fmt.Errorf("%s: no secret", where)
 	}
 	h.routes[family][e.name] = e

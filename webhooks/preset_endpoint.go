@@ -92,9 +92,6 @@ func presetEndpoint(pe PresetEndpoint, known map[string]Spec) (*endpoint, string
 	e.acceptMany = func(_ context.Context, req *http.Request, body []byte, now time.Time) ([]verified, error) {
 		return v.accept(req, body, now, cache)
 	}
-	e.accept = func(context.Context, http.Header, []byte, time.Time) (Event, error) {
-		return Event{}, fmt.Errorf("%w: preset endpoints accept through acceptMany", ErrUnparsable)
-	}
 	return e, family, spec.Types, nil
 }
 
