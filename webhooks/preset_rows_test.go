@@ -326,3 +326,24 @@ func TestCustomEndpoint(t *testing.T) {
 	hs.run([]step{{"created closes the row", req, "accepted", []ledger.Row{a}, []ledger.Status{ledger.StatusSucceeded}, 1}})
 	rejected(t, hs, req.with(func(r *vreq) { r.header.Set("X-Acme-Id", "d-2") }), "bad_signature")
 }
+
+// TestPresetAnswers: the answers every endpoint gives hold for presets: 413
+// past the body limit, 404 for an unknown preset or name, both storing nothing.
+func TestPresetAnswers(t *testing.T) {
+	hs := newHarness(t, webhooks.Options{BodyLimit: 256, Presets: []webhooks.PresetEndpoint{{Name: "sq", Preset: "square", Tenant: "acme", Secrets: []string{squareKey}, URL: squareURL}}})
+	big := squareDelivery("e1", "payment.updated", "COMPLETED", "rl_00000000000000000000000000000000")
+	big.body = append(big.body, strings.Repeat(" ", 300)...)
+	if rec := hs.send(big); rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("over the limit: %d %s, want 413", rec.Code, rec.Body)
+	}
+	for _, path := range []string{"/webhooks/square/other", "/webhooks/nope/sq", "/webhooks/custom/sq"} {
+		r := squareDelivery("e2", "payment.updated", "COMPLETED", "rl_00000000000000000000000000000000")
+		r.path = path
+		if rec := hs.send(r); rec.Code != http.StatusNotFound || errorCode(t, rec) != "not_found" {
+			t.Fatalf("%s: %d %s, want 404 not_found", path, rec.Code, rec.Body)
+		}
+	}
+	if n := len(hs.outbox()); n != 0 {
+		t.Fatalf("outbox holds %d records", n)
+	}
+}
