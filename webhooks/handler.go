@@ -99,6 +99,10 @@ type endpoint struct {
 	acceptMany func(ctx context.Context, req *http.Request, body []byte, now time.Time) ([]verified, error)
 	// ack is the answer to an accepted delivery (zero: {"result": …}).
 	ack AckSpec
+	// bodyUnsigned: the signature does not cover the event (Mailgun); the
+	// log says so of every event, the hook where a vendor profile will
+	// re-fetch the row's state (docs/architecture.md §7a).
+	bodyUnsigned bool
 }
 
 // Route families, the second element of the path.
@@ -452,6 +456,9 @@ func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev
 			h.applied(res.Row.Tenant, res.Row.Key)
 		}
 		attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome))}
+		if ep.bodyUnsigned {
+			attrs = append(attrs, slog.Bool("body_signed", false))
+		}
 		if res.Row != nil {
 			attrs = append(attrs, slog.String("key", res.Row.Key), slog.String("status", string(res.Row.Status)))
 		}

@@ -84,7 +84,7 @@ func presetEndpoint(pe PresetEndpoint, known map[string]Spec) (*endpoint, string
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("%s: %w", where, err)
 	}
-	e := &endpoint{name: pe.Name, tenant: pe.Tenant, vendor: vendor, ack: v.ack}
+	e := &endpoint{name: pe.Name, tenant: pe.Tenant, vendor: vendor, ack: v.ack, bodyUnsigned: spec.BodyUnsigned}
 	var cache *replayCache
 	if len(v.replay) > 0 {
 		cache = newReplayCache(v.tolerance)

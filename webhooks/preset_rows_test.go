@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -262,7 +263,8 @@ func TestPresetTwilioStatusCallback(t *testing.T) {
 
 func TestPresetMailgunReplay(t *testing.T) {
 	const key = "mailgun-signing-key"
-	hs := newHarness(t, webhooks.Options{Presets: []webhooks.PresetEndpoint{{Name: "mg", Preset: "mailgun", Tenant: "acme", Secrets: []string{key}}}})
+	var logs bytes.Buffer
+	hs := newHarness(t, webhooks.Options{Logger: newTextLogger(&logs), Presets: []webhooks.PresetEndpoint{{Name: "mg", Preset: "mailgun", Tenant: "acme", Secrets: []string{key}}}})
 	a, b := hs.unknownRow("mailgun", "run-a"), hs.unknownRow("mailgun", "run-b")
 	ts := strconv.FormatInt(t0.Unix(), 10)
 	sigBlock := fmt.Sprintf(`{"timestamp":%q,"token":"tok-1","signature":%q}`, ts, hex.EncodeToString(hmacOf(sha256.New, key, ts+"tok-1")))
@@ -273,6 +275,9 @@ func TestPresetMailgunReplay(t *testing.T) {
 		{"delivered closes the row", delivery("ev-1", "delivered", a.MetadataLocalID), "accepted", []ledger.Row{a}, []ledger.Status{ledger.StatusSucceeded}, 1},
 		{"redelivery with the same token", delivery("ev-1", "delivered", a.MetadataLocalID), "duplicate", []ledger.Row{a}, []ledger.Status{ledger.StatusSucceeded}, 1},
 	})
+	if !strings.Contains(logs.String(), "body_signed=false") || strings.Contains(logs.String(), key) || strings.Contains(logs.String(), "tok-1") {
+		t.Fatalf("log = %q, want body_signed=false on the event and neither key nor token", logs.String())
+	}
 	// The same signature block glued to another event is a replay.
 	rejected(t, hs, delivery("ev-2", "failed", b.MetadataLocalID), "bad_signature")
 	if hs.row(b).Status != ledger.StatusUnknown {
