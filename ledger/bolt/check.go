@@ -116,6 +116,11 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			}
 		}
 
+		checkRetentionIndexes(tx, report)
+		if len(problems) >= maxProblems {
+			return nil
+		}
+
 		inbox, inboxN := b(bucketInbox), 0
 		ic := inbox.Cursor()
 		for k, v := ic.First(); k != nil; k, v = ic.Next() {

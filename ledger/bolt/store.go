@@ -204,7 +204,10 @@ func initSchema(db *bolt.DB) error {
 				return err
 			}
 		}
-		return countRowsOnce(tx)
+		if err := countRowsOnce(tx); err != nil {
+			return err
+		}
+		return indexRetentionOnce(tx)
 	})
 }
 
