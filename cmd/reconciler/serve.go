@@ -121,6 +121,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
 		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
 	})
+	if err := m.startRetention(st, reg); err != nil {
+		return nil, err
+	}
 
 	srv, err := api.New(api.Options{
 		KillSwitch:     kill,

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/retention"
+)
+
+// startRetention runs the retention job (docs/architecture.md §15) when
+// retention.settled_rows is set. Every replica of a shared PostgreSQL runs
+// one; their deletes are conditional, so they do not delete twice.
+func (m *Main) startRetention(st ledger.Store, reg prometheus.Registerer) error {
+	cfg := m.Config.Retention
+	if cfg.SettledRows <= 0 {
+		return nil
+	}
+	o := retention.Options{
+		SettledRows: cfg.SettledRows, ArchiveDir: cfg.ArchiveDir,
+		Now: m.Now, Logger: m.Logger.With("component", "retention"), Registerer: reg,
+	}
+	if b, ok := st.(*bolt.Store); ok {
+		o.File = func(ctx context.Context) (retention.FileStats, error) {
+			fs, err := b.FileStats(ctx)
+			return retention.FileStats{Size: fs.Size, FreePages: fs.FreePages}, err
+		}
+	}
+	j, err := retention.New(st, o)
+	if err != nil {
+		return err
+	}
+	m.Logger.Info("retention deletes settled rows", "settled_rows", cfg.SettledRows.String(), "archive_dir", cfg.ArchiveDir)
+	m.goUntilClose(stageResolver, "retention", j.Run)
+	return nil
+}
