@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/retention"
@@ -34,5 +36,22 @@ func (m *Main) startRetention(st ledger.Store, reg prometheus.Registerer) error 
 	}
 	m.Logger.Info("retention deletes settled rows", "settled_rows", cfg.SettledRows.String(), "archive_dir", cfg.ArchiveDir)
 	m.goUntilClose(stageResolver, "retention", j.Run)
+	return nil
+}
+
+// boltBackup serves GET /v1/admin/backup from the bolt store.
+type boltBackup struct{ s *bolt.Store }
+
+func (b boltBackup) Backup(ctx context.Context, w io.Writer, start func(rows, bytes int64) error) error {
+	_, err := b.s.Backup(ctx, w, func(i bolt.BackupInfo) error { return start(i.Rows, i.Bytes) })
+	return err
+}
+
+// backuperOf is the store's online backup: bolt has one; PostgreSQL has
+// pg_dump and point-in-time recovery instead (nil: 501).
+func backuperOf(st ledger.Store) api.Backuper {
+	if b, ok := st.(*bolt.Store); ok {
+		return boltBackup{b}
+	}
 	return nil
 }

@@ -138,6 +138,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		Policy:         cfg.Policy(),
 		ReplayWindow:   cfg.ReplayWindow,
 		WakeRelay:      relay.Wake,
+		Backup:         backuperOf(st),
 		Ready: []api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
 				_, err := st.Get(ctx, config.DefaultTenant, "readyz")
