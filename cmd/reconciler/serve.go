@@ -139,7 +139,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		ReplayWindow:   cfg.ReplayWindow,
 		WakeRelay:      relay.Wake,
 		Backup:         backuperOf(st),
-		Ready: []api.ReadyCheck{
+		Ready: append([]api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
 				_, err := st.Get(ctx, config.DefaultTenant, "readyz")
 				if errors.Is(err, ledger.ErrNotFound) {
@@ -156,7 +156,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 			{Name: "outbox", Check: func(context.Context) error {
 				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
 			}},
-		},
+		}, storeWritesCheck(st)...),
 		Registerer: reg, Gatherer: reg,
 		TracerProvider: tp,
 		Logger:         log.With("component", "api"),

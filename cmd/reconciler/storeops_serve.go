@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,4 +55,26 @@ func backuperOf(st ledger.Store) api.Backuper {
 		return boltBackup{b}
 	}
 	return nil
+}
+
+// storeWritesCheck is the /readyz check "store_writes" of a bolt store:
+// failing, with its detail, while commits fail (a full disk), and trying
+// a write now and then so the node comes back by itself once they
+// succeed (bolt.Store.Writable).
+func storeWritesCheck(st ledger.Store) []api.ReadyCheck {
+	b, ok := st.(*bolt.Store)
+	if !ok {
+		return nil
+	}
+	return []api.ReadyCheck{{Name: "store_writes", Check: func(ctx context.Context) error {
+		err := b.Writable(ctx)
+		if err == nil {
+			return nil
+		}
+		what := "the ledger's writes fail"
+		if errors.Is(err, bolt.ErrDiskFull) {
+			what = "disk full: the ledger's writes fail"
+		}
+		return &api.Unready{Detail: what + "; claims and webhooks answer 503 until a write succeeds"}
+	}}}
 }
