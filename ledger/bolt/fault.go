@@ -21,8 +21,17 @@ import (
 // Hook point for a write path that replaces the committer: call
 // noteCommit after every commit attempt that wrote (nil on success).
 
-// probeEvery bounds how often Writable tries a write while commits fail.
-const probeEvery = time.Second
+// probeEvery bounds how often Writable tries a write while commits fail;
+// probeSize is how much that write needs: a run of fresh pages, as a group
+// of claims needs, not the odd free page inside the file, which lets a
+// tiny write through a full disk. quiet is how long commits must have
+// succeeded without a failure for an episode to end: at the edge of full,
+// small commits pass between failing ones.
+const (
+	probeEvery = time.Second
+	probeSize  = 256 << 10
+	quiet      = 2 * time.Second
+)
 
 var metaWriteProbe = []byte("write_probe")
 
@@ -30,9 +39,19 @@ type writeHealth struct {
 	mu        sync.Mutex
 	err       error     // the first failure of the episode; nil while commits succeed
 	since     time.Time // when the episode began
+	lastFail  time.Time
 	failures  int
 	lastProbe time.Time
+	// logged is when an episode's failure was last logged, and
+	// loggedThis whether this episode's was: a disk at the edge of full
+	// lets small commits through between failing ones, and one line a
+	// minute says so, not one per flap.
+	logged     time.Time
+	loggedThis bool
 }
+
+// logEvery bounds how often a failing episode is logged.
+const logEvery = time.Minute
 
 // ErrDiskFull is in the chain of the error a commit fails with when the
 // file system has no space left (ENOSPC, EDQUOT).
@@ -56,13 +75,23 @@ func (s *Store) noteCommit(err error) {
 	h := &s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := time.Now()
 	switch {
 	case err == nil && h.err != nil:
-		s.logger.Info("bolt: writes succeed again; claims and webhooks are served",
-			"path", s.path, "failed_for", time.Since(h.since).Round(time.Millisecond).String(), "failed_commits", h.failures)
-		h.err, h.failures = nil, 0
+		if now.Sub(h.lastFail) < quiet {
+			return // the edge of full: wait for commits to pass for a while
+		}
+		if h.loggedThis {
+			s.logger.Info("bolt: writes succeed again; claims and webhooks are served",
+				"path", s.path, "failed_for", now.Sub(h.since).Round(time.Millisecond).String(), "failed_commits", h.failures)
+		}
+		h.err, h.failures, h.loggedThis = nil, 0, false
 	case err != nil && h.err == nil:
-		h.err, h.since, h.failures = describeWriteFailure(err), time.Now(), 1
+		h.err, h.since, h.lastFail, h.failures = describeWriteFailure(err), now, now, 1
+		if !h.logged.IsZero() && now.Sub(h.logged) < logEvery {
+			return
+		}
+		h.logged, h.loggedThis = now, true
 		what := "writes fail"
 		if errors.Is(h.err, ErrDiskFull) {
 			what = "disk full"
@@ -71,6 +100,7 @@ func (s *Store) noteCommit(err error) {
 			"path", s.path, "err", err)
 	case err != nil:
 		h.failures++
+		h.lastFail = now
 	}
 }
 
@@ -104,10 +134,18 @@ func (s *Store) Writable(ctx context.Context) error {
 		return nil
 	}
 	if probe {
-		_ = s.write(ctx, func(tx *boltTx) error {
+		// A run of fresh pages, then its removal: the second commit gives
+		// them back to the free list.
+		v := make([]byte, probeSize)
+		if s.write(ctx, func(tx *boltTx) error {
 			tx.writes++
-			return tx.bucket(bucketMeta).Put(metaWriteProbe, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-		})
+			return tx.bucket(bucketMeta).Put(metaWriteProbe, v)
+		}) == nil {
+			_ = s.write(ctx, func(tx *boltTx) error {
+				tx.writes++
+				return tx.bucket(bucketMeta).Delete(metaWriteProbe)
+			})
+		}
 	}
 	return s.WriteErr()
 }
