@@ -78,7 +78,9 @@ func TestSweepArchivesThenDeletes(t *testing.T) {
 			j, err := retention.New(st, retention.Options{
 				SettledRows: time.Hour, ArchiveDir: dir, Batch: 4, Pause: time.Millisecond,
 				Now: func() time.Time { return now }, Registerer: reg,
-				File: func(context.Context) (retention.FileStats, error) { return retention.FileStats{Size: 1, FreePages: 2}, nil },
+				File: func(context.Context) (retention.FileStats, error) {
+					return retention.FileStats{Size: 1, FreePages: 2}, nil
+				},
 			})
 			if err != nil {
 				t.Fatal(err)
