@@ -114,7 +114,7 @@ func New(st ledger.Retention, o Options) (*Job, error) {
 	}
 	if o.File != nil {
 		if j.m.fileSize, err = promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "reconciler_store_file_bytes", Help: "Size of the ledger file at the last sweep (bbolt never shrinks it; reconciler compact does).",
+			Name: "reconciler_store_file_bytes", Help: "Bytes of the ledger file up to its high-water mark, at the last sweep (bbolt never lowers it; reconciler compact does).",
 		})); err != nil {
 			return nil, err
 		}

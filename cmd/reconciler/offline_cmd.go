@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
@@ -91,7 +92,7 @@ func restoreMain(ctx context.Context, args []string, stdout io.Writer) error {
 	path := config.Config{Data: data}.BoltPath()
 	rep, err := bolt.Restore(ctx, from, path, force)
 	if err != nil {
-		return err
+		return errors.New(strings.TrimPrefix(err.Error(), "restore: ")) // the command names itself
 	}
 	fmt.Fprintf(stdout, "restored %s to %s: %d rows, %d bytes\n", from, path, rep.Rows, rep.Bytes)
 	if !rep.NewestUpdate.IsZero() {

@@ -308,7 +308,9 @@ func (s *Store) OldestSettled(ctx context.Context) (time.Time, error) {
 
 // FileStats are what retention's metrics report of the file.
 type FileStats struct {
-	// Size is the file's size in bytes; bbolt never shrinks it (compact does).
+	// Size is the file's data in bytes, up to its high-water mark: the
+	// pages ever used, free or not. bbolt never lowers it (compact does);
+	// the file on disk may be larger, grown ahead in steps of up to 16 MiB.
 	Size int64
 	// FreePages are pages free for reuse, PageSize their size: a file
 	// with free pages grows only once they are used up.
