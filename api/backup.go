@@ -51,10 +51,10 @@ func (s *Server) backup(c echo.Context) error {
 		return nil
 	})
 	if err != nil && started {
-		// The status is sent: cutting the body short is how the client
-		// learns (its byte count falls short of Content-Length).
+		// The status is sent: cutting the connection, short of
+		// Content-Length, is how the client learns.
 		s.log.WarnContext(ctx, "backup cut short", "err", err)
-		return http.ErrAbortHandler
+		panic(http.ErrAbortHandler)
 	}
 	return err
 }
