@@ -132,7 +132,7 @@ func writeAtomically(ctx context.Context, path string, r io.Reader, want int64) 
 	if err != nil {
 		return 0, fmt.Errorf("backup to %s: %w", path, err)
 	}
-	if _, err := bolt.CheckFile(ctx, tmp); err != nil {
+	if _, err := bolt.CheckFileIsolated(ctx, tmp); err != nil {
 		return 0, fmt.Errorf("backup to %s: the copy fails its check: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -1,12 +1,14 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -58,6 +60,9 @@ func openOffline(path string, readOnly bool) (*bolt.DB, error) {
 // every index agrees with the rows).
 func CheckFile(ctx context.Context, path string) (FileReport, error) {
 	var rep FileReport
+	if err := checkLength(path); err != nil {
+		return rep, fmt.Errorf("check %s: %w", path, err)
+	}
 	db, err := openOffline(path, true)
 	if err != nil {
 		return rep, err
@@ -143,28 +148,38 @@ func CheckFile(ctx context.Context, path string) (FileReport, error) {
 // walkAll reads every key of every bucket, recovering bbolt's panic on a
 // damaged page.
 func walkAll(btx *bolt.Tx) (err error) {
+	// A fault reading the map (a page past the file's end) panics here,
+	// where it is recovered, instead of killing the process.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("bbolt consistency check: damaged page: %v", r)
 		}
 	}()
-	var walk func(b *bolt.Bucket) error
-	walk = func(b *bolt.Bucket) error {
+	// Keys out of order make bbolt's check panic where nothing recovers
+	// (its free-page scan), so they are found here first.
+	var walk func(name []byte, b *bolt.Bucket) error
+	walk = func(name []byte, b *bolt.Bucket) error {
+		var prev []byte
 		return b.ForEach(func(k, v []byte) error {
+			if prev != nil && bytes.Compare(k, prev) <= 0 {
+				return fmt.Errorf("bbolt consistency check: bucket %q: key %x after %x: keys out of order", name, k, prev)
+			}
+			prev = append(prev[:0], k...)
 			if v == nil {
 				if nb := b.Bucket(k); nb != nil {
-					return walk(nb)
+					return walk(k, nb)
 				}
 			}
 			return nil
 		})
 	}
-	return btx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walk(b) })
+	return btx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(name, b) })
 }
 
 // Compact rewrites the ledger file at path into a new file beside it
 // (bbolt's Compact: every bucket, key and sequence, with no free pages),
-// fsyncs it, checks it (CheckFile) and renames it over path, all while
+// fsyncs it, checks it (CheckFileIsolated) and renames it over path, all while
 // holding the old file's lock, so no node can open either meanwhile. It
 // returns the file's sizes before and after, in bytes. A crash at any point leaves path
 // as it was or as compacted, and at worst a stray *.compact-* file.
@@ -208,7 +223,7 @@ func Compact(ctx context.Context, path string) (before, after int64, err error) 
 	if err := dst.Close(); err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", tmp, err)
 	}
-	if _, err := CheckFile(ctx, tmp); err != nil {
+	if _, err := CheckFileIsolated(ctx, tmp); err != nil {
 		return 0, 0, fmt.Errorf("compact %s: the new file fails its check, the old one is kept: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -256,13 +271,13 @@ func Held(path string) (bool, error) {
 // told to (--force).
 var ErrExists = errors.New("a ledger file exists there")
 
-// Restore checks the copy at from (CheckFile) before it writes anything,
+// Restore checks the copy at from (CheckFileIsolated) before it writes anything,
 // then copies it to path through a temporary file beside path (fsynced,
 // renamed, the directory fsynced). An existing file at path is replaced
 // only with force, and never while a node holds it: Restore holds that
 // file's lock through the rename. It returns the copy's report.
 func Restore(ctx context.Context, from, path string, force bool) (FileReport, error) {
-	rep, err := CheckFile(ctx, from)
+	rep, err := CheckFileIsolated(ctx, from)
 	if err != nil {
 		return rep, fmt.Errorf("restore: the copy fails its check, nothing written: %w", err)
 	}
