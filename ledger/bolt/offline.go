@@ -41,7 +41,9 @@ type FileReport struct {
 
 // openOffline opens path with bbolt alone, failing fast on a held lock.
 func openOffline(path string, readOnly bool) (*bolt.DB, error) {
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no ledger file at %s: %w", path, err)
+	} else if err != nil {
 		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, ReadOnly: readOnly, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
