@@ -1,0 +1,60 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultWorkAckWait is the work consumers' ack wait when neither the
+// service nor a worker sets another (client.DefaultAckWait is the same).
+const DefaultWorkAckWait = 30 * time.Second
+
+// WorkConsumerConfig is the durable pull consumer through which tenant's
+// outbox workers take its work items (WorkConsumer), as both the service
+// (EnsureWorkConsumers) and a worker that may make it (the open single
+// node) write it: filter <prefix>_work.<tenant>.>, explicit acks, ackWait
+// (0: DefaultWorkAckWait), never dropping an item (its row would stay
+// queued).
+func WorkConsumerConfig(prefix, tenant string, ackWait time.Duration) jetstream.ConsumerConfig {
+	if ackWait <= 0 {
+		ackWait = DefaultWorkAckWait
+	}
+	return jetstream.ConsumerConfig{
+		Durable:       WorkConsumer(tenant),
+		Description:   "reconciler outbox workers of tenant " + tenant,
+		FilterSubject: WorkSubjectPrefix(prefix) + "." + tenant + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+	}
+}
+
+// EnsureWorkConsumers makes the work consumer of every tenant that has
+// none on the work stream cfg names. In the account layout a tenant's
+// runtimes cannot make consumers (AccountLayout), so the service makes
+// them at start; an existing one is left as it is (a worker may have set
+// its own ack wait).
+func EnsureWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg WorkStreamConfig, tenants []string) error {
+	stream := cfg.Name
+	if stream == "" {
+		stream = DefaultWorkStream
+	}
+	for _, t := range tenants {
+		_, err := js.Consumer(ctx, stream, WorkConsumer(t))
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("work consumer of %s: look up: %w", t, err)
+		}
+		if _, err := js.CreateConsumer(ctx, stream, WorkConsumerConfig(cfg.SubjectPrefix, t, 0)); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return fmt.Errorf("work consumer of %s: create: %w", t, err)
+		}
+	}
+	return nil
+}
