@@ -36,6 +36,7 @@ type LedgerCheck func(ctx context.Context) (ledger.Event, bool, error)
 type AwaitOption func(*awaitConfig)
 
 type awaitConfig struct {
+	opened       func()
 	stream       string
 	prefix       string
 	check        LedgerCheck
@@ -54,6 +55,12 @@ func WithWakeOn(statuses ...string) AwaitOption {
 func (c *awaitConfig) ends(status string) bool {
 	return resolution(status) || slices.Contains(c.wakeOn, status)
 }
+
+// WithOpened makes Await call f once, as soon as its subscription (or
+// consumer) is open: an action whose event the caller waits for may start
+// then, and its event is not missed even where Await sees only live events
+// (a tenant's account in the account layout).
+func WithOpened(f func()) AwaitOption { return func(c *awaitConfig) { c.opened = f } }
 
 // WithStream names the event stream (default DefaultStream).
 func WithStream(name string) AwaitOption { return func(c *awaitConfig) { c.stream = name } }
@@ -125,6 +132,8 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 		if cfg.check == nil || ctx.Err() != nil {
 			return ledger.Event{}, fmt.Errorf("await %s: %w", key, err)
 		}
+	} else if cfg.opened != nil {
+		cfg.opened()
 	}
 	if ev, ok := poll(ctx, cfg.check); ok {
 		return ev, nil
@@ -150,7 +159,10 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 			return ev, nil
 		case <-tick:
 			if !w.opened() {
-				_ = w.open(ctx) // the ledger poll covers us meanwhile
+				// The ledger poll covers us meanwhile.
+				if w.open(ctx) == nil && cfg.opened != nil {
+					cfg.opened()
+				}
 			}
 			if ev, ok := poll(ctx, cfg.check); ok {
 				return ev, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,11 +36,13 @@ func WorkConsumerConfig(prefix, tenant string, ackWait time.Duration) jetstream.
 }
 
 // EnsureWorkConsumers makes the work consumer of every tenant that has
-// none on the work stream cfg names. In the account layout a tenant's
-// runtimes cannot make consumers (AccountLayout), so the service makes
-// them at start; an existing one is left as it is (a worker may have set
-// its own ack wait).
-func EnsureWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg WorkStreamConfig, tenants []string) error {
+// none on the work stream cfg names, with ackWait (0: DefaultWorkAckWait).
+// In the account layout a tenant's runtimes cannot make consumers
+// (AccountLayout), so the service makes them at start and again every
+// WorkConsumersInterval (KeepWorkConsumers: one an operator deleted comes
+// back); an existing one is left as it is (a worker may have set its own
+// ack wait).
+func EnsureWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg WorkStreamConfig, ackWait time.Duration, tenants []string) error {
 	stream := cfg.Name
 	if stream == "" {
 		stream = DefaultWorkStream
@@ -52,9 +55,40 @@ func EnsureWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg WorkSt
 		case !errors.Is(err, jetstream.ErrConsumerNotFound):
 			return fmt.Errorf("work consumer of %s: look up: %w", t, err)
 		}
-		if _, err := js.CreateConsumer(ctx, stream, WorkConsumerConfig(cfg.SubjectPrefix, t, 0)); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		if _, err := js.CreateConsumer(ctx, stream, WorkConsumerConfig(cfg.SubjectPrefix, t, ackWait)); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
 			return fmt.Errorf("work consumer of %s: create: %w", t, err)
 		}
 	}
 	return nil
+}
+
+// WorkConsumersInterval is how often KeepWorkConsumers looks for missing
+// work consumers.
+const WorkConsumersInterval = 10 * time.Second
+
+// KeepWorkConsumers runs EnsureWorkConsumers every interval (0:
+// WorkConsumersInterval) until ctx ends, logging a round that fails; a
+// tenant's workers wait for their consumer meanwhile (client.Worker looks
+// it up again with a growing delay). It returns nil when ctx ends.
+func KeepWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg WorkStreamConfig, tenants []string, interval time.Duration, log *slog.Logger) error {
+	if interval <= 0 {
+		interval = WorkConsumersInterval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			rctx, cancel := context.WithTimeout(ctx, interval)
+			if err := EnsureWorkConsumers(rctx, js, cfg, 0, tenants); err != nil && ctx.Err() == nil {
+				log.Warn("work consumers: a missing one could not be made; retrying", "err", err, "retry_in", interval)
+			}
+			cancel()
+		}
+	}
 }

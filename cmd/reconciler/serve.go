@@ -63,7 +63,13 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	}
 	// The outbox autonomy's work items, beside the events (subjects
 	// <prefix>_work.>, which do not overlap <prefix>.>).
-	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
+	workCfg := events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}
+	if _, err := events.EnsureWorkStream(ctx, js, workCfg); err != nil {
+		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
+	}
+	// A tenant's runtimes cannot make their work consumer in the account
+	// layout: the service makes every tenant's.
+	if err := events.EnsureWorkConsumers(ctx, js, workCfg, 0, natsTenants(cfg)); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
 	}
 
@@ -92,6 +98,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil
 	})
 	m.goUntilClose(stageRelay, "relay", relay.Run)
+	m.goUntilClose(stageRelay, "work-consumers", func(ctx context.Context) error {
+		return events.KeepWorkConsumers(ctx, js, workCfg, natsTenants(cfg), 0, log.With("component", "nats"))
+	})
 
 	// The kill switch: loaded before the API serves and the resolver
 	// replays (a start-up that cannot read it fails rather than run with

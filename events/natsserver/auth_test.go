@@ -733,7 +733,7 @@ func testWorkPermissions(t *testing.T, svc jetstream.JetStream, acme, globex *ru
 	if err != nil {
 		t.Fatalf("service ensure work stream: %v", err)
 	}
-	if err := events.EnsureWorkConsumers(ctx, svc, events.WorkStreamConfig{}, []string{"acme", "globex"}); err != nil {
+	if err := events.EnsureWorkConsumers(ctx, svc, events.WorkStreamConfig{}, 0, []string{"acme", "globex"}); err != nil {
 		t.Fatalf("service work consumers: %v", err)
 	}
 	publishWork(t, svc, "acme", "key-wa")
