@@ -383,3 +383,35 @@ func TestE2ENATSTLS(t *testing.T) {
 		t.Fatal("connected without the CA that verifies the server")
 	}
 }
+
+// TestE2EStreamLimits: events.max_bytes, max_msg_size and discard shape
+// both streams (the work stream always discards new), and /metrics says
+// how full each is.
+func TestE2EStreamLimits(t *testing.T) {
+	env := map[string]string{"RECONCILER_EVENTS_MAX_BYTES": "64KiB", "RECONCILER_EVENTS_MAX_MSG_SIZE": "8KiB", "RECONCILER_EVENTS_DISCARD": "old"}
+	for k, v := range e2eEnv {
+		env[k] = v
+	}
+	m := startMain(t, env, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	_, js, err := events.Connect(m.NATSURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		stream  string
+		discard jetstream.DiscardPolicy
+	}{{"RECON", jetstream.DiscardOld}, {"RECON_WORK", jetstream.DiscardNew}} {
+		st, err := js.Stream(ctx, tc.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.CachedInfo().Config; c.MaxBytes != 64<<10 || c.MaxMsgSize != 8<<10 || c.Discard != tc.discard {
+			t.Errorf("%s: max bytes %d, max msg size %d, discard %v", tc.stream, c.MaxBytes, c.MaxMsgSize, c.Discard)
+		}
+	}
+	waitMetrics(t, m.HTTPAddr(), "# TYPE reconciler_stream_bytes gauge",
+		`reconciler_stream_max_bytes{stream="RECON"} 65536`, `reconciler_stream_max_bytes{stream="RECON_WORK"} 65536`,
+		`reconciler_stream_bytes{stream="RECON_WORK"} 0`)
+}

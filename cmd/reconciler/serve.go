@@ -57,13 +57,16 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)})
+	stream, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas),
+		Limits: cfg.Events.StreamLimits()})
 	if err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
 	// The outbox autonomy's work items, beside the events (subjects
 	// <prefix>_work.>, which do not overlap <prefix>.>).
-	workCfg := events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}
+	limits := cfg.Events.StreamLimits()
+	workCfg := events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas),
+		MaxBytes: limits.MaxBytes, MaxMsgSize: limits.MaxMsgSize}
 	if _, err := events.EnsureWorkStream(ctx, js, workCfg); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
 	}
@@ -75,6 +78,19 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 
 	relayMetrics, err := eventsprom.NewRelayMetrics(reg)
 	if err != nil {
+		return nil, err
+	}
+	streamUsage := func(ctx context.Context) ([]events.StreamUsage, error) {
+		return events.ReadStreamUsage(ctx, js, cfg.Events.Stream, cfg.Events.WorkStream)
+	}
+	if err := eventsprom.RegisterStreamFill(reg, func(ctx context.Context) ([]eventsprom.StreamFill, error) {
+		us, err := streamUsage(ctx)
+		fills := make([]eventsprom.StreamFill, 0, len(us))
+		for _, u := range us {
+			fills = append(fills, eventsprom.StreamFill{Stream: u.Stream, Bytes: float64(u.Bytes), MaxBytes: float64(u.MaxBytes)})
+		}
+		return fills, err
+	}); err != nil {
 		return nil, err
 	}
 	replicas := stream.CachedInfo().Config.Replicas
@@ -161,6 +177,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 			{Name: "outbox", Check: func(context.Context) error {
 				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
 			}},
+			{Name: "streams", Check: func(ctx context.Context) error {
+				return streamsNearFull(ctx, streamUsage)
+			}},
 		},
 		Registerer: reg, Gatherer: reg,
 		TracerProvider: tp,
@@ -221,6 +240,26 @@ func outboxBacklog(r interface{ Backlog() (int, time.Duration) }, limit int) err
 	}
 	return &api.Degraded{Detail: fmt.Sprintf("%d events wait in the outbox (degraded past %d); the oldest has waited %s",
 		depth, limit, oldest.Round(time.Millisecond))}
+}
+
+// streamsNearFull is degraded while a stream holds events.NearFull of its
+// max_bytes or more: at the limit it refuses new events, which then wait
+// in the outbox. A stream that cannot be read is the nats check's concern.
+func streamsNearFull(ctx context.Context, read func(context.Context) ([]events.StreamUsage, error)) error {
+	us, err := read(ctx)
+	if err != nil {
+		return nil
+	}
+	var near []string
+	for _, u := range us {
+		if u.NearFull() {
+			near = append(near, u.String())
+		}
+	}
+	if len(near) == 0 {
+		return nil
+	}
+	return &api.Degraded{Detail: strings.Join(near, "; ") + ": at the limit new events wait in the outbox (raise events.max_bytes, or find the consumer that does not take them)"}
 }
 
 // openStore opens the ledger store named by --store: the bbolt file in the
