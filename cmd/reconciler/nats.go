@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"syscall"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,6 +39,9 @@ func (m *Main) connectNATS(ctx context.Context) (*nats.Conn, jetstream.JetStream
 			nopts.Accounts = func(service string) (string, error) { return natsLayout(cfg, service).ServerConfig() }
 		}
 		ns, err := natsserver.Start(ctx, nopts)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("%w: another NATS server may run there; give the embedded one another address with --nats-listen or RECONCILER_NATS_LISTEN (127.0.0.1:4223, say), or use that server with --nats-url", err)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
