@@ -65,7 +65,16 @@ const leaseMargin = time.Second
 // Every worker process of the tenant shares one durable pull consumer
 // (events.WorkConsumer: worker-<tenant>, filter <prefix>_work.<tenant>.>),
 // so each item is held by one worker at a time. Run creates it if missing
-// (the tenant's credential may: events.TenantPermissions).
+// on the open single node; in the account layout (events.AccountLayout)
+// the service makes it and Run uses it as it is.
+//
+// The message only names the key: handle terminates, calling nothing, an
+// item that is not a work item, names another tenant, names a key that is
+// no row of the tenant, or disagrees with its row (read before the start:
+// tool, run, tool call, vendor, class, local id, request, expectation, and
+// the intent against the row's fingerprint), and logs why. The handler
+// gets the row as start returned it: the request stored on the row, never
+// a body taken from the message.
 //
 // What each start answers decides the item's fate:
 //

@@ -207,7 +207,7 @@ func TestToolsApply(t *testing.T) {
 		},
 		{
 			name: "a file whose one entry is refused applies nothing", args: []string{"apply", "-f", "-"},
-			stdin: "tools:\n  - name: bad.class\n    vendor: stripe\n    class: write_sometimes\n    side_effect: charge\n    key_placement: {header: Idempotency-Key}\n",
+			stdin:    "tools:\n  - name: bad.class\n    vendor: stripe\n    class: write_sometimes\n    side_effect: charge\n    key_placement: {header: Idempotency-Key}\n",
 			wantCode: 1, wantOut: []string{}, wantPUTs: 1,
 			wantErr: []string{
 				"reconciler tools: bad.class (stdin:2): 400 invalid_input: invalid class: want read, write_idempotent, write_ledger or write_irreversible",

@@ -17,7 +17,7 @@ type StreamFill struct {
 
 // streamCollector reads the streams' fill at each scrape.
 type streamCollector struct {
-	read           func(context.Context) ([]StreamFill, error)
+	read            func(context.Context) ([]StreamFill, error)
 	bytes, maxBytes *prometheus.Desc
 }
 

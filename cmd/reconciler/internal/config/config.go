@@ -274,7 +274,7 @@ func Default() Config {
 			ReplayWindow:       72 * time.Hour,
 			OrdersReplayWindow: 6 * time.Hour,
 		},
-		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000,
+		Events: EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000,
 			MaxBytes: DefaultStreamMaxBytes, MaxMsgSize: DefaultStreamMaxMsgSize, Discard: "new"},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
 		Paging: PagingConfig{
