@@ -404,6 +404,29 @@ func testTenantPermissions(t *testing.T, b *bus) {
 		}
 	})
 
+	t.Run("acme's Await skips what does not parse or is not its key", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		subj := "recon.acme.run-9.succeeded"
+		junk := [][]byte{nil, []byte("not json"), []byte("[]"), []byte("null"), []byte(`{"key":"key-a9"}`),
+			[]byte(`{"key":"key-a9","tenant":"globex","run_id":"run-9","status":"succeeded"}`),
+			[]byte(`{"key":"other","tenant":"acme","run_id":"run-9","status":"succeeded"}`)}
+		genuine, _ := json.Marshal(tenantEvent("acme", "run-9", "key-a9"))
+		ev, err := events.Await(ctx, acme.js, "acme", "run-9", "key-a9", events.WithOpened(func() {
+			for i, body := range append(junk, genuine) {
+				msg := nats.NewMsg(subj)
+				msg.Data = body
+				msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("junk-%d", i))
+				if _, err := svc.PublishMsg(ctx, msg); err != nil {
+					t.Errorf("publish: %v", err)
+				}
+			}
+		}))
+		if err != nil || ev.Key != "key-a9" || ev.Tenant != "acme" || ev.ReceiptID != "pi_1" {
+			t.Fatalf("await: %+v, %v", ev, err)
+		}
+	})
+
 	t.Run("a tenant's account has no JetStream of its own", func(t *testing.T) {
 		plain, err := jetstream.New(globex.nc)
 		if err != nil {
@@ -515,7 +538,7 @@ func testTenantPermissions(t *testing.T, b *bus) {
 		got := subjects(t, svc, "recon.>")
 		for subj := range got {
 			switch subj {
-			case "recon.acme.run-1.succeeded", "recon.acme.run-2.succeeded", "recon.globex.run-1.succeeded":
+			case "recon.acme.run-1.succeeded", "recon.acme.run-2.succeeded", "recon.acme.run-9.succeeded", "recon.globex.run-1.succeeded":
 			default:
 				t.Errorf("stream subject %s: not the service's", subj)
 			}
