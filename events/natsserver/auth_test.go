@@ -296,13 +296,6 @@ func tenantEvent(tenant, run, key string) ledger.Event {
 		Status: string(ledger.StatusSucceeded), ReceiptID: "pi_1", Source: ledger.SourceWebhook, At: natstest.BaseTime}
 }
 
-func await(t *testing.T, js jetstream.JetStream, tenant, run, key string, d time.Duration) (ledger.Event, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return events.Await(ctx, js, tenant, run, key)
-}
-
 // awaitLive awaits ev in tenant's runtime while the service publishes it,
 // as a tenant's account sees its events: live, never from the stream's
 // past. The service publishes it again (a new message id each time) until
