@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -89,5 +90,20 @@ func TestEnsureStreamLimits(t *testing.T) {
 	}
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Limits: events.StreamLimits{MaxBytes: -1}}); err == nil {
 		t.Error("a negative max bytes was taken")
+	}
+
+	// A limit below what the stream holds is not applied: the server
+	// would drop stored events (work items) to meet it.
+	for i := range 20 {
+		if _, err := js.Publish(ctx, fmt.Sprintf("recon_work.acme.tool%d", i), make([]byte, 512)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err = events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{MaxBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := ws.CachedInfo(); info.Config.MaxBytes != 1<<20 || info.State.Msgs != 20 {
+		t.Errorf("after a limit below its size: max bytes %d, %d messages; want 1MiB kept, all 20", info.Config.MaxBytes, info.State.Msgs)
 	}
 }

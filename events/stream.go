@@ -126,7 +126,10 @@ type StreamConfig struct {
 	// is not scaled back on the next start, and creates a new one with 1.
 	Replicas int
 	// Limits bound the stream's size; a zero field keeps an existing
-	// stream's setting (and leaves a new one unbounded in it).
+	// stream's setting (and leaves a new one unbounded in it). A MaxBytes
+	// below what an existing stream holds is not applied: the server would
+	// drop stored messages to meet it. The returned stream's config says
+	// which limit holds.
 	Limits StreamLimits
 }
 
@@ -260,7 +263,11 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec) 
 	if spec.replicas != 0 {
 		sc.Replicas = spec.replicas
 	}
-	if spec.limits.MaxBytes != 0 {
+	// A limit below what the stream holds would make the server drop
+	// stored messages at once (queued work items among them): such a
+	// limit is not applied, and the caller sees the stream's own
+	// (StreamConfig.Limits says so).
+	if spec.limits.MaxBytes != 0 && uint64(spec.limits.MaxBytes) >= existing.CachedInfo().State.Bytes {
 		sc.MaxBytes = spec.limits.MaxBytes
 	}
 	if spec.limits.MaxMsgSize != 0 {

@@ -72,6 +72,14 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	}
 	// A tenant's runtimes cannot make their work consumer in the account
 	// layout: the service makes every tenant's.
+	for _, name := range []string{cfg.Events.Stream, cfg.Events.WorkStream} {
+		if st, err := js.Stream(ctx, name); err == nil {
+			if c := st.CachedInfo(); c.Config.MaxBytes != limits.MaxBytes {
+				log.Warn("a stream holds more than events.max_bytes, so its limit was left as it is: lowering it would drop stored events; purge the stream or raise the setting",
+					"stream", name, "bytes", c.State.Bytes, "max_bytes", c.Config.MaxBytes, "events.max_bytes", limits.MaxBytes)
+			}
+		}
+	}
 	if err := events.EnsureWorkConsumers(ctx, js, workCfg, 0, natsTenants(cfg)); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
 	}
