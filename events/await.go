@@ -237,8 +237,7 @@ func (w *watch) open(ctx context.Context) error {
 	}
 	cons, err := w.js.OrderedConsumer(ctx, w.stream, jetstream.OrderedConsumerConfig{
 		// Exactly one filter: nats.go then puts it in the create request's
-		// subject, which is what a tenant's permissions scope
-		// (TenantPermissions); two would need the whole-stream door.
+		// subject, where a server's permissions can scope it.
 		FilterSubjects: []string{w.filter},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		// A backstop: close deletes the consumer, but a crashed caller

@@ -1,18 +1,16 @@
 package events
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/agentledger/reconciler/ledger"
 )
 
 // Permissions are one NATS user's subject permissions, in the shape of
 // nats-server's: a subject must match an Allow entry (when Allow is not
-// empty) and no Deny entry. ServerUser writes them as a nats-server
-// configuration file's user entry.
+// empty) and no Deny entry. AccountLayout writes them into a nats-server
+// configuration's accounts.
 type Permissions struct {
 	PublishAllow, PublishDeny     []string
 	SubscribeAllow, SubscribeDeny []string
@@ -159,28 +157,4 @@ type serverPermissions struct {
 type serverSubjects struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
-}
-
-// ServerUser is the entry of a nats-server configuration file's
-// `authorization { users = [ … ] }` list that grants p to the user with
-// public key nkey. It is JSON, which nats-server's configuration syntax
-// accepts, with > and * left as they are (nats-server rejects \u escapes).
-func (p Permissions) ServerUser(nkey string) (string, error) {
-	var perms serverPermissions
-	if len(p.PublishAllow)+len(p.PublishDeny) > 0 {
-		perms.Publish = &serverSubjects{Allow: p.PublishAllow, Deny: p.PublishDeny}
-	}
-	if len(p.SubscribeAllow)+len(p.SubscribeDeny) > 0 {
-		perms.Subscribe = &serverSubjects{Allow: p.SubscribeAllow, Deny: p.SubscribeDeny}
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(struct {
-		NKey        string            `json:"nkey"`
-		Permissions serverPermissions `json:"permissions"`
-	}{nkey, perms}); err != nil {
-		return "", fmt.Errorf("nats user %s: %w", nkey, err)
-	}
-	return strings.TrimSpace(b.String()), nil
 }
