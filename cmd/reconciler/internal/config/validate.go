@@ -95,6 +95,7 @@ func (c Config) Validate() error {
 	v.nonNegative("resolver.grace", c.Resolver.Grace)
 	v.positive("resolver.pending_ttl", c.Resolver.PendingTTL)
 	v.events(c.Events)
+	v.streamLimits(c.Events)
 	v.paging(c.Paging)
 	v.positive("approvals.ttl", c.Approvals.TTL)
 
