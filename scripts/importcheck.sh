@@ -98,6 +98,7 @@ internal api ledger matcher resolver apierror internal/promreg internal/tracing
 internal freeze ledger internal/pollcache
 internal policy ledger
 internal approvals ledger paging internal/tracing internal/durable
+internal console ledger
 internal internal/tracing ledger
 internal registry ledger policy internal/pollcache
 internal client ledger events apierror internal/tracing

@@ -86,6 +86,10 @@ var precedenceSamples = map[string][3]string{
 	"paging.webhook.url":           {"https://hook.file.example/a", "https://hook.env.example/b", ""},
 	"approvals.ttl":                {"1h", "2h", "3h"},
 	"registry.strict":              {"true", "false", "true"},
+	"console.enabled":              {"false", "true", "false"},
+	"console.trace_url":            {"https://file.example/{trace_id}", "https://env.example/t/{trace_id}", "http://flag.example/{trace_id}"},
+	"console.secure_cookie":        {"true", "false", "true"},
+	"console.session_ttl":          {"1h", "2h", "3h"},
 }
 
 // Files the NATS samples name: validation checks that they exist (and that
