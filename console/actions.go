@@ -162,8 +162,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 
 // approve and deny are POST /console/actions/approve|deny:
 // POST /v1/approvals/{id}/approve|deny as the approver.
-func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) { c.decide(w, r, s, "approve") }
-func (c *Console) deny(w http.ResponseWriter, r *http.Request, s *session)    { c.decide(w, r, s, "deny") }
+func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
+	c.decide(w, r, s, "approve")
+}
+func (c *Console) deny(w http.ResponseWriter, r *http.Request, s *session) { c.decide(w, r, s, "deny") }
 
 func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session, verdict string) {
 	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")

@@ -124,7 +124,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	defer remove()
 	beat := time.NewTicker(liveHeartbeat)
 	defer beat.Stop()
-	expires := time.NewTimer(time.Until(s.expires))
+	// The session's clock is the injected one; the timer runs on the real one.
+	expires := time.NewTimer(s.expires.Sub(c.now()))
 	defer expires.Stop()
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))

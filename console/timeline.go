@@ -98,7 +98,11 @@ func (c *Console) timeline(row ledger.Row, events []ledger.Event, runRows []ledg
 		out = append(out, entry{At: row.PagedAt, Kind: "page", Title: "Paged a person", Detail: pageDetail(row)})
 	}
 	if res := row.Resolution; res != nil && !covered[string(row.Status)+"/"+string(res.Source)] {
-		out = append(out, resolutionEntry(row, string(row.Status), *res, c.o.Verification))
+		e := resolutionEntry(row, string(row.Status), *res, c.o.Verification)
+		if row.UpstreamReceiptID != "" {
+			e.Detail = strings.TrimPrefix(e.Detail+"; receipt "+row.UpstreamReceiptID, "; ")
+		}
+		out = append(out, e)
 	}
 	for _, al := range row.Alerts {
 		d := al.Detail
