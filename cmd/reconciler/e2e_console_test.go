@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,7 +84,15 @@ console:
   vendor_links:
     resend: https://resend.com/emails/{receipt_id}
 `))
-	m := startMain(t, nil, "serve", "--config", cfg, "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	// Traced, so each row keeps its claim's trace id for the console to
+	// link; the spans go to a receiver that drops them.
+	otlp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer otlp.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL) // autoexport reads the process's environment
+	m := startMain(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.URL}, "serve", "--config", cfg, "--data", t.TempDir(), "--http", "127.0.0.1:0")
 	addr := m.HTTPAddr()
 	base := "http://" + addr
 	shots := screenshotDir(t)
@@ -216,8 +226,13 @@ console:
 	if !strings.Contains(timeline, "Resolved by hand → succeeded") || !strings.Contains(timeline, "alice") {
 		t.Fatalf("timeline after the resolve:\n%s", timeline)
 	}
-	var vendorLink string
-	run("vendor link", chromedp.AttributeValue(`a[href^="https://resend.com/emails/"]`, "href", &vendorLink, nil, chromedp.ByQuery))
+	var vendorLink, traceLink string
+	run("vendor and trace links",
+		chromedp.AttributeValue(`a[href^="https://resend.com/emails/"]`, "href", &vendorLink, nil, chromedp.ByQuery),
+		chromedp.AttributeValue(`a[href^="http://jaeger.example/trace/"]`, "href", &traceLink, nil, chromedp.ByQuery))
+	if vendorLink != "https://resend.com/emails/msg_0042" || len(traceLink) != len("http://jaeger.example/trace/")+32 {
+		t.Fatalf("links: vendor %q, trace %q", vendorLink, traceLink)
+	}
 	shot("row")
 
 	// The row page at 320 px: nothing wider than the screen.
