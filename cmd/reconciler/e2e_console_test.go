@@ -350,6 +350,20 @@ console:
 	}
 	shot("search")
 
+	// Every page reads at 320 px: nothing wider than the screen (the
+	// summary table scrolls inside its own box).
+	run("320 px", chromedp.EmulateViewport(320, 900))
+	for _, path := range []string{"/console/attention?tenant=acme", "/console/tools?tenant=acme",
+		"/console/run?tenant=acme&run_id=run_mail", "/console/search?tenant=acme&q=msg_0042"} {
+		run("320 px: "+path, chromedp.Navigate(base+path), chromedp.WaitVisible("main", chromedp.ByQuery),
+			chromedp.Evaluate(`document.documentElement.scrollWidth`, &width))
+		if width > 320 {
+			t.Errorf("%s is %d px wide at a 320 px viewport", path, width)
+		}
+	}
+	shot("search-320")
+	run("desktop again", chromedp.EmulateViewport(1100, 900))
+
 	// Sign out: the session is gone, and a page sends the browser to sign in.
 	run("sign out", chromedp.Click(`form[action="/console/signout"] button`, chromedp.ByQuery), chromedp.WaitVisible("#token", chromedp.ByQuery),
 		chromedp.Navigate(base+"/console/attention"), chromedp.WaitVisible("#token", chromedp.ByQuery))
