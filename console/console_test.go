@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -460,5 +461,29 @@ func TestNewRefusesBadOptions(t *testing.T) {
 				t.Fatal("New accepted it")
 			}
 		})
+	}
+}
+
+// TestAttentionShowsAll: a section lists its oldest 100 rows and links to
+// the whole list.
+func TestAttentionShowsAll(t *testing.T) {
+	f := newFixture(t)
+	for i := range 101 {
+		key := f.claim(acmeToken, `{"run_id": "run_many", "tool": "email.send", "vendor": "resend", "tool_class": "write_ledger",
+			"intent": {"n": `+strconv.Itoa(i)+`}}`, http.StatusCreated)
+		if code, out := f.apiCall(acmeToken, http.MethodPost, "/v1/claims/"+key+"/outcome", `{"kind": "timeout"}`); code != http.StatusOK {
+			t.Fatalf("outcome: %d %v", code, out)
+		}
+	}
+	f.clock.Advance(2 * time.Minute)
+	b := f.browser()
+	b.signIn(adminToken, "alice")
+	page := b.get("/console/attention?tenant=acme").Body
+	if n := strings.Count(page, `<li class="status-unknown">`); n != 100 || !strings.Contains(page, "Showing the oldest 100 of 101") {
+		t.Fatalf("%d rows listed", n)
+	}
+	page = b.get("/console/attention?tenant=acme&all=unknown").Body
+	if n := strings.Count(page, `<li class="status-unknown">`); n != 101 || strings.Contains(page, "Showing the oldest 100") {
+		t.Fatalf("show all: %d rows listed", n)
 	}
 }

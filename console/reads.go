@@ -64,6 +64,8 @@ type attentionData struct {
 	Sections  []section
 	Truncated bool
 	ScanLimit int
+	// Expand names the section listed in full (?all=).
+	Expand string
 }
 
 // sectionRows is how many rows a section lists before "and N more".
@@ -143,7 +145,7 @@ func (c *Console) attention(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	ctx := r.Context()
 	now := c.now()
-	d := attentionData{Now: now, ScanLimit: c.o.ScanLimit}
+	d := attentionData{Now: now, ScanLimit: c.o.ScanLimit, Expand: r.URL.Query().Get("all")}
 	for _, t := range c.visibleTenants(s) {
 		secs, trunc, err := c.needsAttention(ctx, t, now)
 		if err != nil {

@@ -56,6 +56,9 @@ var funcs = template.FuncMap{
 	"runURL": func(tenant, run string) string {
 		return "/console/run?" + url.Values{"tenant": {tenant}, "run_id": {run}}.Encode()
 	},
+	"expandURL": func(tenant, section string) string {
+		return "/console/attention?" + url.Values{"tenant": {tenant}, "all": {section}}.Encode() + "#" + section
+	},
 	"tenantURL": func(path, tenant string) string {
 		return path + "?" + url.Values{"tenant": {tenant}}.Encode()
 	},
