@@ -40,9 +40,9 @@ func (h StreamHistory) RunEvents(ctx context.Context, tenant, runID string) ([]l
 	if ledger.ValidateTenant(tenant) != nil || ledger.ValidateRunID(runID) != nil {
 		return nil, errors.New("history: tenant or run id is not a subject token")
 	}
-	max, timeout := h.Max, h.Timeout
-	if max <= 0 {
-		max = 5000
+	limit, timeout := h.Max, h.Timeout
+	if limit <= 0 {
+		limit = 5000
 	}
 	if timeout <= 0 {
 		timeout = 3 * time.Second
@@ -66,8 +66,8 @@ func (h StreamHistory) RunEvents(ctx context.Context, tenant, runID string) ([]l
 		}
 	}()
 	var out []ledger.Event
-	for len(out) < max {
-		batch, err := cons.Fetch(min(max-len(out), 500), jetstream.FetchMaxWait(500*time.Millisecond))
+	for len(out) < limit {
+		batch, err := cons.Fetch(min(limit-len(out), 500), jetstream.FetchMaxWait(500*time.Millisecond))
 		if err != nil {
 			return out, fmt.Errorf("history of run %s: %w", runID, err)
 		}

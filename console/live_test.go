@@ -150,6 +150,10 @@ func TestStreamHistory(t *testing.T) {
 	if strings.Join(statuses, " ") != "acme/run_1/unknown acme/run_1/escalated acme/run_1/succeeded" {
 		t.Fatalf("events %v", statuses)
 	}
+	h.Max = 2
+	if got, err := h.RunEvents(context.Background(), "acme", "run_1"); err != nil || len(got) != 2 || got[1].Status != "escalated" {
+		t.Fatalf("the first 2 events: %v %v", got, err)
+	}
 	if got, err := h.RunEvents(context.Background(), "acme", "run_none"); err != nil || len(got) != 0 {
 		t.Fatalf("an empty run: %v %v", got, err)
 	}
