@@ -67,7 +67,7 @@ func (h StreamHistory) RunEvents(ctx context.Context, tenant, runID string) ([]l
 	}()
 	var out []ledger.Event
 	for len(out) < limit {
-		batch, err := cons.Fetch(min(limit-len(out), 500), jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.FetchNoWait(min(limit-len(out), 500))
 		if err != nil {
 			return out, fmt.Errorf("history of run %s: %w", runID, err)
 		}
