@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -32,5 +33,28 @@ func TestConsoleWiring(t *testing.T) {
 	cfg.PayPal.Endpoints = append(cfg.PayPal.Endpoints, config.PayPalEndpoint{Name: "o", Tenant: "acme", Verify: "offline"})
 	if got := webhookVerification(cfg)["paypal"]; !strings.Contains(got, "offline") || !strings.Contains(got, "postback") {
 		t.Errorf("paypal with both modes: %q", got)
+	}
+}
+
+// TestConsoleSwitch: the console is served by default, and console.enabled
+// false leaves /console to the API (404).
+func TestConsoleSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		enabled string
+		want    int
+	}{{"", http.StatusOK}, {"false", http.StatusNotFound}} {
+		env := maps.Clone(e2eEnv)
+		if tc.enabled != "" {
+			env["RECONCILER_CONSOLE_ENABLED"] = tc.enabled
+		}
+		m := startMain(t, env, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+		resp, err := http.Get("http://" + m.HTTPAddr() + "/console/signin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("console.enabled %q: GET /console/signin = %d, want %d", tc.enabled, resp.StatusCode, tc.want)
+		}
 	}
 }
