@@ -1,5 +1,5 @@
 // Package console is the ops console: server-rendered pages at /console for
-// the person the service pages (docs/architecture.md §15).
+// the person the service pages (docs/architecture.md §16).
 //
 // What it shows it reads from the ledger's store (rows, approvals, the tool
 // registry, the kill switch) and from the RECON stream (a row's history:

@@ -71,7 +71,7 @@ type attentionData struct {
 // sectionRows is how many rows a section lists before "and N more".
 const sectionRows = 100
 
-// needsAttention gathers one tenant's sections (docs/architecture.md §15):
+// needsAttention gathers one tenant's sections (docs/architecture.md §16):
 // paged rows, unknown rows past the resolver's grace, pending rows whose
 // lease ended with nobody reporting, open approval requests, and queued
 // work items no worker took within QueuedAfter.

@@ -16,7 +16,7 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// withConsole serves the ops console (docs/architecture.md §15) at /console
+// withConsole serves the ops console (docs/architecture.md §16) at /console
 // beside the API: its reads come from the store and the event stream, its
 // actions go to srv's handler with the signed-in person's token.
 func (m *Main) withConsole(st ledger.Store, nc *nats.Conn, js jetstream.JetStream, srv *api.Server) (http.Handler, error) {
