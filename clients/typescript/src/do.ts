@@ -117,9 +117,13 @@ const decisions: { readonly [D in Decision]: Handler } = {
   stop: async (_run, resp, out) => {
     throw new StoppedError(resp.code ?? "", out.key, resp.row, { outcome: out });
   },
-  wait: async (run, resp, out) => ({
-    next: await run.waitSettled(needRow(resp), out, ["wait"], (row, cause) => new UnsettledError(row.key, row.status, { cause, outcome: out })),
-  }),
+  wait: async (run, resp, out) => {
+    const row = needRow(resp);
+    // A later claim of a key that awaits a human answers wait: without
+    // waitApproval that is the same answer as the first claim's.
+    if (!run.waitApproval && row.approval?.state === "requested") return decisions.await_approval(run, resp, out);
+    return { next: await run.waitSettled(row, out, ["wait"], (r, cause) => new UnsettledError(r.key, r.status, { cause, outcome: out })) };
+  },
   // The row's claims answer wait until a human decides (an await_approval
   // again is a wait too: only the first claim makes the request); the long
   // poll wakes at once on a decision made through the same server.

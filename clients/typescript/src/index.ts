@@ -114,6 +114,8 @@ export {
   type KeyPlacement,
   type ToolCallInfo,
   type ToolView,
+  answerError,
+  modelSchema,
   modelToolName,
 } from "./guard.js";
 export { DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrubSchema } from "./scrub.js";
