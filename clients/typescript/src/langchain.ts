@@ -21,7 +21,7 @@
  *
  * @packageDocumentation
  */
-import { tool } from "@langchain/core/tools";
+import { type DynamicStructuredTool, tool } from "@langchain/core/tools";
 import { type GuardOptions, GuardedTool, modelSchema, modelToolName } from "./guard.js";
 
 /** GuardedToolOptions are the guard's options and LangChain's tool fields. */
@@ -34,7 +34,7 @@ export interface GuardedToolOptions<Args> extends GuardOptions<Args> {
 }
 
 /** guardedTool returns a LangChain structured tool whose function runs under the ledger and answers the model with text. */
-export function guardedTool<Args = Record<string, unknown>>(opts: GuardedToolOptions<Args>): ReturnType<typeof tool> {
+export function guardedTool<Args = Record<string, unknown>>(opts: GuardedToolOptions<Args>): DynamicStructuredTool {
   const g = new GuardedTool<Args>(opts);
   const schema = modelSchema(g, opts.schema);
   const run = async (input: unknown, config?: { toolCall?: { id?: string }; signal?: AbortSignal }) => {
@@ -44,7 +44,7 @@ export function guardedTool<Args = Record<string, unknown>>(opts: GuardedToolOpt
   // tool()'s overloads follow the schema's type (zod 3, zod 4, JSON
   // Schema); the guard takes any of them.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  return tool(run as any, { name: opts.modelName ?? modelToolName(opts.tool.name), description: opts.description, schema: schema as any });
+  return tool(run as any, { name: opts.modelName ?? modelToolName(opts.tool.name), description: opts.description, schema: schema as any }) as unknown as DynamicStructuredTool;
 }
 
 export { GuardedTool, type GuardAnswer, type GuardCall, type GuardCallContext, type GuardOptions, type ToolView } from "./guard.js";

@@ -1,6 +1,7 @@
 // A fake email API that really sends: POST /emails with a JSON body
-// {from, to, subject, text, idempotency_key, metadata_local_id}. A body
-// idempotency_key is remembered, as Resend and Square remember theirs: the
+// {from, to, subject, text, idempotency_key, metadata_local_id | tags}. An
+// Idempotency-Key header (as Resend takes it) or else a body
+// idempotency_key (as Square takes its) is remembered: the
 // same key with the same message answers the first answer again
 // (Idempotent-Replayed: true, the same email id); the same key with another
 // message is a 409 invalid_idempotent_request; a new key, or none, sends a
@@ -40,7 +41,8 @@ export async function startMailer(opts: { lateMs?: number } = {}, ...faults: Mai
       return json(422, { error: "validation_error", message: "body is not JSON" });
     }
     const { idempotency_key: rawKey, ...message } = parsed;
-    const key = typeof rawKey === "string" && rawKey !== "" ? rawKey : undefined;
+    const header = req.headers["idempotency-key"];
+    const key = typeof header === "string" && header !== "" ? header : typeof rawKey === "string" && rawKey !== "" ? rawKey : undefined;
     const post: MailPost = { key, message, replayed: false };
     posts.push(post);
     if (typeof message["to"] !== "string" || typeof message["subject"] !== "string") {

@@ -12,20 +12,26 @@ import { type Client, type GuardCall, type ToolEntry, type ToolView, resultFromR
 import { TENANT, TOKEN, ADMIN_TOKEN, type Reconciler } from "./harness.js";
 import { type Mailer, startMailer } from "./mailer.js";
 
-/** MAILER_CONFIG gives vendor "mailer" a replay window (a Standard Webhooks sender's), so an unknown email is retried with its key. */
-export const MAILER_CONFIG = `tenants:
+/**
+ * mailerConfig gives an email vendor a replay window (a Standard Webhooks
+ * sender's), so an unknown email is retried with its key.
+ */
+export const mailerConfig = (vendor: string) => `tenants:
   - id: ${TENANT}
     tokens: ["${TOKEN}"]
 admin_tokens: ["${ADMIN_TOKEN}"]
 standard:
   endpoints:
-    - name: mailer
+    - name: ${vendor}
       tenant: ${TENANT}
       secrets: ["whsec_${Buffer.from("mailer-webhook-secret-0123456789").toString("base64")}"]
       local_id_path: data.metadata_local_id
-      vendor: mailer
+      vendor: ${vendor}
       replay_window: 24h
 `;
+
+/** MAILER_CONFIG is the config of the story's vendor, "mailer". */
+export const MAILER_CONFIG = mailerConfig("mailer");
 
 /** EMAIL_TOOL is the registry entry of email.send: the message is the intent, the key goes in the body. */
 export const EMAIL_TOOL: ToolEntry = {
@@ -112,6 +118,8 @@ export class EmailModel {
 /** RunSpec is one agent run for a framework driver: the guard's options and the scripted model. */
 export interface RunSpec {
   client: Client;
+  /** mailer is the email API the run's tool sends to. */
+  mailer: Mailer;
   runId: string;
   tool: ToolView;
   call: GuardCall<EmailArgs>;
@@ -145,12 +153,12 @@ export async function emailStory(rc: Reconciler, driver: Driver, opts: { scrub: 
     const tool = await client.getTool("email.send");
     const runId = `run_${driver.name}_${opts.scrub ? "guarded" : "unscrubbed"}_${process.pid}_${++stories}`;
     const first = new EmailModel();
-    const run1 = await driver.run({ client, runId, tool, call: sendEmail(mailer), scrub: opts.scrub, model: first });
+    const run1 = await driver.run({ client, mailer, runId, tool, call: sendEmail(mailer), scrub: opts.scrub, model: first });
     const postsAfterRun1 = mailer.posts.length;
 
     // The run is resumed from scratch: a new tool, a new model, the same run id.
     const again = new EmailModel();
-    const run2 = await driver.run({ client, runId, tool, call: sendEmail(mailer), scrub: opts.scrub, model: again });
+    const run2 = await driver.run({ client, mailer, runId, tool, call: sendEmail(mailer), scrub: opts.scrub, model: again });
 
     // One side effect, under one key: the ledger's.
     assert.equal(mailer.sent(), 1, `one email is sent (the email API sent ${mailer.sent()}; keys ${JSON.stringify(mailer.posts.map((p) => p.key))})`);
