@@ -14,6 +14,9 @@ import asyncio
 import base64
 import inspect
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import typing
@@ -27,20 +30,25 @@ import reconciler_client as rc
 
 from . import support
 
-MAILER_CONFIG = f"""tenants:
+def mailer_config(vendor: str) -> str:
+    """mailer_config gives an email vendor a replay window (a Standard Webhooks sender's)."""
+    return f"""tenants:
   - id: {support.TENANT}
     tokens: ["{support.TOKEN}"]
     approver_tokens: ["{support.APPROVER_TOKEN}"]
 admin_tokens: ["{support.ADMIN_TOKEN}"]
 standard:
   endpoints:
-    - name: mailer
+    - name: {vendor}
       tenant: {support.TENANT}
       secrets: ["whsec_{base64.b64encode(b"mailer-webhook-secret-0123456789").decode()}"]
       local_id_path: data.metadata_local_id
-      vendor: mailer
+      vendor: {vendor}
       replay_window: 24h
 """
+
+
+MAILER_CONFIG = mailer_config("mailer")
 
 CHECKLIST = {
     "side_effect_documented": True, "key_born_in_runtime": True, "ledger_or_unique_field": True,
@@ -73,7 +81,8 @@ def mailer_server() -> support.Server:
 
 class Mailer(support.HTTPFake):
     """Mailer is a fake email API that really sends: POST /emails with a JSON
-    body whose idempotency_key it remembers (the same key and message:
+    body; it remembers an Idempotency-Key header (as Resend) or else a body
+    idempotency_key (as Square) (the same key and message:
     the first answer again; the same key, another message: 409; a new key
     or none: a new email). The first email is answered only after `late`
     seconds when late is set: a caller that gave up never learns it was sent."""
@@ -92,7 +101,8 @@ class Mailer(support.HTTPFake):
         except ValueError:
             support.reply(h, 422, {"error": "validation_error"})
             return
-        key = msg.pop("idempotency_key", None) or None
+        key = h.headers.get("Idempotency-Key") or msg.pop("idempotency_key", None) or None
+        msg.pop("idempotency_key", None)
         late = 0.0
         with self.lock:
             self.posts.append({"key": key, "message": msg})
@@ -336,6 +346,38 @@ class GuardedToolWordsTest(unittest.TestCase):
 
         self.assertRegex(send(to="bob"), r"^error: the ledger could not be reached \(TransportError\); nothing was sent")
         self.assertEqual(called, [])
+
+
+class GuardedEmailExampleTest(unittest.TestCase):
+    """examples/guarded_email.py runs as written: the double-email story against a fake Resend."""
+
+    def test_example_runs_and_resumes(self) -> None:
+        srv = support.Server(config=mailer_config("resend"))
+        self.addCleanup(srv.stop)
+        mailer = Mailer(late=1.5)
+        self.addCleanup(mailer.close)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")}
+        env.update(RECONCILER_URL=srv.url, RECONCILER_TOKEN=support.TOKEN, RESEND_URL=mailer.url, RESEND_API_KEY="re_test",
+                   RUN_ID=support.run_id(), VENDOR_TIMEOUT="0.3",
+                   PYTHONPATH=os.pathsep.join(filter(None, [support.PY_ROOT, os.environ.get("PYTHONPATH")])))
+        example = os.path.join(support.PY_ROOT, "examples", "guarded_email.py")
+        first = subprocess.run([sys.executable, example], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        self.assertEqual(first.stdout, "Done: done: email.send succeeded (receipt em_1). The vendor had already done it on an earlier attempt: it happened once.\n")
+        self.assertEqual(len(mailer.posts), 2, "the timeout, then the model's second call")
+        resumed = subprocess.run([sys.executable, example], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        self.assertEqual(resumed.stdout, "Done: already_done: email.send already succeeded earlier for these arguments (receipt em_1); "
+                                         "it was not sent again. Do not call it again for this request.\n")
+        self.assertEqual(mailer.sent, 1, "one email")
+        self.assertEqual(len(mailer.posts), 2, "the resumed run sent nothing")
+        keys = {p["key"] for p in mailer.posts}
+        self.assertEqual(len(keys), 1)
+        self.assertRegex(keys.pop(), r"^[0-9a-f]{64}$", "the ledger's key, in the Idempotency-Key header")
+        for p in mailer.posts:
+            self.assertNotIn("requested_at", p["message"])
+            self.assertEqual(p["message"]["tags"][0]["name"], "metadata_local_id")
+            self.assertTrue(p["message"]["tags"][0]["value"].startswith("rl_"))
 
 
 if __name__ == "__main__":
