@@ -15,6 +15,7 @@ import base64
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -350,6 +351,14 @@ class GuardedToolWordsTest(unittest.TestCase):
 
 class GuardedEmailExampleTest(unittest.TestCase):
     """examples/guarded_email.py runs as written: the double-email story against a fake Resend."""
+
+    def test_readme_shows_the_example(self) -> None:
+        with open(os.path.join(support.PY_ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        m = re.search(r"<!-- python-guard-example:begin -->\n```python\n(.*?)```\n<!-- python-guard-example:end -->", readme, re.S)
+        self.assertIsNotNone(m, "clients/python/README.md has no python-guard-example block")
+        with open(os.path.join(support.PY_ROOT, "examples", "guarded_email.py"), encoding="utf-8") as f:
+            self.assertEqual(m.group(1), f.read(), "the README's guarded_tool example is not examples/guarded_email.py")
 
     def test_example_runs_and_resumes(self) -> None:
         srv = support.Server(config=mailer_config("resend"))
