@@ -147,9 +147,12 @@ let stories = 0;
  * model's key through (the negative control expects exactly that).
  */
 export async function emailStory(rc: Reconciler, driver: Driver, opts: { scrub: boolean }): Promise<void> {
-  const mailer = await startMailer({ lateMs: 1500 }, "late");
+  // The email API answers the first send 5 s late; the client gives up after
+  // 1.5 s (wide margins: a loaded machine must not turn the replay's answer
+  // into a second timeout).
+  const mailer = await startMailer({ lateMs: 5_000 }, "late");
   try {
-    const client = rc.client({ callTimeoutMs: 300 });
+    const client = rc.client({ callTimeoutMs: 1_500 });
     const tool = await client.getTool("email.send");
     const runId = `run_${driver.name}_${opts.scrub ? "guarded" : "unscrubbed"}_${process.pid}_${++stories}`;
     const first = new EmailModel();
