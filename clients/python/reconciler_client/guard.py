@@ -176,9 +176,14 @@ def guarded_tool(
         hidden = {"ctx"}
         if scrub:
             hidden |= {p for p in sig.parameters if scrubber.match(p)}
+        key_param = view.key_field if scrub and view.key_field in sig.parameters else ""
+        for n in sorted(hidden - {"ctx", key_param}):
+            if sig.parameters[n].default is inspect.Parameter.empty:
+                # Nobody fills it: the model is not shown it, and the guard drops the model's value.
+                raise TypeError(f"guarded_tool {view.name}: parameter {n!r} is key-like, so the model never fills it: "
+                                f"give it a default, or name it in the registry's key_placement")
         shown = [p for n, p in sig.parameters.items() if n not in hidden]
         public = sig.replace(parameters=shown, return_annotation=str)
-        key_param = view.key_field if scrub and view.key_field in sig.parameters else ""
 
         def prepare(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Union[GuardAnswer, Tuple[ClaimRequest, Dict[str, Any]]]:
             if scrub:
@@ -240,7 +245,8 @@ def guarded_tool(
                 answer = await loop.run_in_executor(None, functools.partial(_run, client, view.name, claim, call, timeout, out_holder))
                 return answer.text
 
-            wrapper: Callable[..., Any] = async_wrapper
+            # Any: the attributes set below are a function's, which Callable does not name.
+            wrapper: Any = async_wrapper
         else:
 
             @functools.wraps(fn)
@@ -265,12 +271,12 @@ def guarded_tool(
         # function's own module, and inspect stops at __signature__).
         wrapper.__name__ = name or model_tool_name(view.name)
         wrapper.__qualname__ = wrapper.__name__
-        wrapper.__signature__ = public  # type: ignore[attr-defined]
+        wrapper.__signature__ = public
         wrapper.__annotations__ = {
             k: v for k, v in getattr(fn, "__annotations__", {}).items() if k not in hidden and k != "return"
         }
         wrapper.__annotations__["return"] = str
-        wrapper.guard_scrubber = scrubber  # type: ignore[attr-defined]
+        wrapper.guard_scrubber = scrubber
         return wrapper
 
     return decorate

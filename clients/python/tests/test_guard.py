@@ -317,6 +317,15 @@ class GuardedToolWordsTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "must take a keyword parameter ctx"):
             rc.guarded_tool(client, tool=base, run_id="r")(lambda to: rc.Result())
 
+        def keyed(to: str, request_id: str, *, ctx: rc.GuardContext) -> rc.Result:
+            return rc.Result()
+
+        with self.assertRaisesRegex(TypeError, "parameter 'request_id' is key-like, so the model never fills it"):
+            rc.guarded_tool(client, tool=base, run_id="r")(keyed)
+        # Named in the registry's placement, the guard fills it.
+        placed = rc.guarded_tool(client, tool=dict(base, key_placement={"body_field": "request_id"}), run_id="r")(keyed)
+        self.assertEqual(list(inspect.signature(placed).parameters), ["to"])
+
     def test_words(self) -> None:
         row = rc.Row(key="k1", status="failed_poison", last_http_status=422)
         cases = [
