@@ -345,6 +345,42 @@ class GuardedToolWordsTest(unittest.TestCase):
                 self.assertTrue(a.text.startswith(want), a.text)
                 self.assertIs(a.error, err)
 
+    def test_vendor_key_of_the_claim_answer_is_placed_and_sent(self) -> None:
+        key = "a" * 64
+
+        def row(status: str) -> Dict[str, Any]:
+            return {"key": key, "status": status, "attempt": 1, "metadata_local_id": "rl_0123", "vendor_key": "vk_45chars_for_square"}
+
+        class API(support.HTTPFake):
+            """A server with vendor profiles: every row carries vendor_key."""
+
+            def __init__(self) -> None:
+                self.bodies: List[Any] = []
+                super().__init__()
+
+            def handle(self, h: Any, body: bytes) -> None:
+                self.bodies.append(json.loads(body or b"null"))
+                if h.path.endswith("/outcome"):
+                    support.reply(h, 200, {"row": row("succeeded")})
+                else:
+                    support.reply(h, 201, {"decision": "proceed", "row": row("pending")})
+
+        api = API()
+        self.addCleanup(api.close)
+        seen: List[Any] = []
+
+        @rc.guarded_tool(rc.Client(api.url, "tok", retries=0), run_id="run_1",
+                         tool={"name": "square.payments.create", "vendor": "square", "class": "write_idempotent",
+                               "intent_fields": ["amount"], "key_placement": {"body_field": "idempotency_key"}})
+        def pay(amount: int, idempotency_key: str = "", *, ctx: rc.GuardContext) -> rc.Result:
+            seen.append((amount, idempotency_key, ctx))
+            return rc.Result(http_status=200, receipt_id="pay_1")
+
+        text = pay(amount=100, idempotency_key="model-1")
+        self.assertTrue(text.startswith("done: square.payments.create succeeded (receipt pay_1)."), text)
+        self.assertEqual(seen, [(100, "vk_45chars_for_square", rc.GuardContext(key=key, vendor_key="vk_45chars_for_square", local_id="rl_0123"))])
+        self.assertEqual(api.bodies[0]["intent"], {"amount": 100}, "neither key is in the intent")
+
     def test_no_ledger_nothing_sent(self) -> None:
         called: List[str] = []
 

@@ -22,7 +22,7 @@ import {
 } from "@reconciler/client";
 import { z } from "zod";
 import { type FakeVendor, startVendor } from "./fakevendor.js";
-import { APPROVER_TOKEN, AUTONOMY_CONFIG, type Reconciler, SKIP, fast, freePort, startReconciler } from "./harness.js";
+import { APPROVER_TOKEN, AUTONOMY_CONFIG, type Reconciler, SKIP, fast, freePort, json, serve, startReconciler } from "./harness.js";
 
 const CHARGE: ToolView = {
   name: "stripe.payment_intents.create",
@@ -129,6 +129,35 @@ describe("GuardedTool without a server", () => {
     }
     // A programming error is the program's, not the model's.
     assert.throws(() => answerError("email.send", new TypeError("boom")), TypeError);
+  });
+});
+
+describe("GuardedTool with a server that derives a vendor key", () => {
+  test("row.vendor_key, when the claim answer has one, is the key placed and sent; the ledger key stays the row's", async () => {
+    // A server with vendor profiles (a vendor whose keys are shorter than
+    // the ledger's) answers every row with vendor_key.
+    const key = "a".repeat(64);
+    const row = (status: string) => ({ key, status, attempt: 1, metadata_local_id: "rl_0123", vendor_key: "vk_45chars_for_square" });
+    const api = await serve((req) => (req.url?.endsWith("/outcome") ? json(200, { row: row("succeeded") }) : json(201, { decision: "proceed", row: row("pending") })));
+    try {
+      const seen: { args: unknown; ctx: unknown }[] = [];
+      const g = new GuardedTool<{ amount: number; idempotency_key?: string }>({
+        client: new Client({ baseUrl: api.url, token: "tok_test", retries: 0 }),
+        runId: "run_1",
+        tool: { ...CHARGE, vendor: "square", key_placement: { body_field: "idempotency_key" } },
+        call: (args, ctx) => {
+          seen.push({ args, ctx: { key: ctx.key, vendorKey: ctx.vendorKey, localId: ctx.localId } });
+          return { httpStatus: 200, receiptId: "pay_1" };
+        },
+      });
+      const a = await g.run({ amount: 100, idempotency_key: "model-1" });
+      assert.equal(a.status, "done", a.text);
+      assert.deepEqual(seen, [{ args: { amount: 100, idempotency_key: "vk_45chars_for_square" }, ctx: { key, vendorKey: "vk_45chars_for_square", localId: "rl_0123" } }]);
+      const claim = JSON.parse(api.requests[0]!.body) as { intent: unknown; vendor: string };
+      assert.deepEqual(claim.intent, { amount: 100 }, "neither key is in the intent");
+    } finally {
+      await api.close();
+    }
   });
 });
 
