@@ -251,7 +251,7 @@ class GuardedToolStoryTest(unittest.TestCase):
             with self.subTest(use_async=use_async):
                 with self.assertRaises(AssertionError) as cm:
                     self.story(scrub=False, use_async=use_async)
-                self.assertIn("one email is sent (the email API sent 2;", str(cm.exception))
+                self.assertRegex(str(cm.exception), r"one email is sent \(the email API sent [2-9];")
 
     def test_signature_a_framework_reads(self) -> None:
         client = rc.Client(self.srv.url, support.TOKEN)

@@ -204,7 +204,7 @@ export async function registerEmailTool(rc: Reconciler): Promise<void> {
 }
 
 /**
- * storyTests are the framework's two tests: the story passes with the
+ * storyCases are a framework's two tests: the story passes with the
  * guard, and fails — on the side effect — with its scrubbing off.
  */
 export function storyCases(driver: () => Driver, rc: () => Reconciler) {
@@ -213,7 +213,7 @@ export function storyCases(driver: () => Driver, rc: () => Reconciler) {
     negativeControl: async () => {
       await assert.rejects(emailStory(rc(), driver(), { scrub: false }), (err: unknown) => {
         assert.ok(err instanceof assert.AssertionError, String(err));
-        assert.match(err.message, /one email is sent \(the email API sent 2;/, "it fails on the double email");
+        assert.match(err.message, /one email is sent \(the email API sent [2-9];/, "it fails on the double email");
         return true;
       });
     },
