@@ -7,7 +7,12 @@
 //
 // Schemes: Stripe (stripe.go: Stripe-Signature, any API version), Standard
 // Webhooks senders such as Resend (standard.go), and PayPal (paypal*.go:
-// certificate or postback verification). handler.go holds the plumbing
+// certificate or postback verification). Every other vendor is a preset:
+// a data file in presets/ (embedded) that one declarative verifier runs
+// (spec.go, template.go, verify.go; twilio.go and adyen.go for the two
+// schemes a template cannot express), served at
+// /webhooks/<preset>/<name> (preset_endpoint.go). A batch is verified
+// whole and stored an element at a time. handler.go holds the plumbing
 // they share: routing by endpoint name, answers, metrics and logs.
 //
 // Answers: 200 once stored (a duplicate too); 400 with nothing stored for a
@@ -23,9 +28,10 @@
 // or a secret.
 //
 // Imports: ledger, matcher, apierror and internal/tracing of this module;
-// echo, the Prometheus client and the OpenTelemetry API. Never api, a store, or another adapter.
+// echo, yaml.v3 (the presets), the Prometheus client and the OpenTelemetry
+// API. Never api, a store, or another adapter.
 //
 // Concurrency: a Handler is immutable after New and safe for concurrent
-// use; it starts no goroutines. Secrets, signatures and bodies are never
+// use (a replay cache guards itself with a mutex); it starts no goroutines. Secrets, signatures and bodies are never
 // logged.
 package webhooks

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,6 +42,9 @@ type Options struct {
 	Stripe   []StripeEndpoint
 	PayPal   []PayPalEndpoint
 	Standard []StandardEndpoint
+	// Presets are the endpoints of the webhooks: list, each from a preset
+	// of presets/ or from its own knobs (PresetEndpoint).
+	Presets []PresetEndpoint
 	// PayPalOptions tune the PayPal verifiers (HTTP client, clock, tolerance).
 	// A nil PayPalOptions.Now takes Now.
 	PayPalOptions PayPalOptions
@@ -76,7 +80,7 @@ type Handler struct {
 	now           func() time.Time
 	applied       func(tenant, key string)
 	// routes holds the endpoints of each route family (stripe, paypal,
-	// standard) by name.
+	// standard, each preset's name, custom) by name.
 	routes  map[string]map[string]*endpoint
 	closers []func()
 }
@@ -89,6 +93,16 @@ type endpoint struct {
 	// accept verifies a delivery and decodes it. Its errors wrap
 	// ErrBadSignature, ErrStale, ErrUnparsable or ErrUpstream.
 	accept func(ctx context.Context, h http.Header, body []byte, now time.Time) (Event, error)
+	// acceptMany, when set, is used instead of accept: a preset endpoint
+	// reads the method and the query too, and a batch holds several
+	// events. Its errors wrap the same sentinels.
+	acceptMany func(ctx context.Context, req *http.Request, body []byte, now time.Time) ([]verified, error)
+	// ack is the answer to an accepted delivery (zero: {"result": …}).
+	ack AckSpec
+	// bodyUnsigned: the signature does not cover the event (Mailgun); the
+	// log says so of every event, the hook where a vendor profile will
+	// re-fetch the row's state (docs/architecture.md §7a).
+	bodyUnsigned bool
 }
 
 // Route families, the second element of the path.
@@ -109,10 +123,13 @@ func New(o Options) (*Handler, error) {
 	h := &Handler{
 		store: o.Store, types: o.Types, limit: o.BodyLimit, ingestTimeout: o.IngestTimeout,
 		log: o.Logger, now: o.Now, applied: o.Applied,
-		routes: map[string]map[string]*endpoint{familyStripe: {}, familyPayPal: {}, familyStandard: {}},
+		routes: map[string]map[string]*endpoint{familyStripe: {}, familyPayPal: {}, familyStandard: {}, FamilyCustom: {}},
 	}
 	if h.types == nil {
 		h.types = matcher.DefaultTable()
+	}
+	if err := h.addPresets(o.Presets); err != nil {
+		return nil, err
 	}
 	if h.limit == 0 {
 		h.limit = DefaultBodyLimit
@@ -189,7 +206,7 @@ func (h *Handler) add(family string, e *endpoint) error {
 	if err := ledger.ValidateVendor(e.vendor); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if e.accept == nil {
+	if e.accept == nil && e.acceptMany == nil {
 		return fmt.Errorf("%s: no secret", where)
 	}
 	h.routes[family][e.name] = e
@@ -268,6 +285,30 @@ func (h *Handler) Register(e *echo.Echo) {
 		e.POST("/webhooks/"+family, serve)
 		e.POST("/webhooks/"+family+"/:endpoint", serve)
 	}
+	// Preset endpoints are served by name only: POST /webhooks/<preset>/<name>
+	// (custom for an endpoint with no preset). echo matches the static
+	// families above first.
+	e.POST("/webhooks/:preset/:endpoint", h.servePreset())
+}
+
+// servePreset serves the preset families, the family read from the path.
+func (h *Handler) servePreset() echo.HandlerFunc {
+	byFamily := map[string]echo.HandlerFunc{}
+	for family := range h.routes {
+		switch family {
+		case familyStripe, familyPayPal, familyStandard:
+			continue // served by their own routes only
+		}
+		byFamily[family] = h.serve(family)
+	}
+	return func(c echo.Context) error {
+		if serve, ok := byFamily[c.Param("preset")]; ok {
+			return serve(c)
+		}
+		nameDelivery(c.Request().Context())
+		h.count(c.Request().Context(), "unknown", resultNotFound)
+		return writeError(c, http.StatusNotFound, apierror.CodeNotFound, "no such webhook endpoint")
+	}
 }
 
 func (h *Handler) lookup(family, name string) *endpoint {
@@ -285,11 +326,12 @@ func (h *Handler) lookup(family, name string) *endpoint {
 }
 
 // admitted is a delivery that passed every check before the store: its
-// endpoint, its verified event, the ledger delivery built from it.
+// endpoint, its verified events (one, or a batch's), the ledger deliveries
+// built from them.
 type admitted struct {
 	ep  *endpoint
-	ev  Event
-	d   ledger.Delivery
+	evs []Event
+	ds  []ledger.Delivery
 	log *slog.Logger
 }
 
@@ -320,13 +362,39 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 	}
 
 	now := h.now()
-	ev, err := ep.accept(ctx, req.Header, body, now)
+	var vfs []verified
+	if ep.acceptMany != nil {
+		vfs, err = ep.acceptMany(ctx, req, body, now)
+	} else {
+		var ev Event
+		ev, err = ep.accept(ctx, req.Header, body, now)
+		vfs = []verified{{ev: ev}}
+	}
+	var ch *challengeReply
+	if errors.As(err, &ch) {
+		h.count(ctx, ep.vendor, resultChallenge)
+		return admitted{}, false, c.String(http.StatusOK, ch.value)
+	}
 	if err != nil {
 		return admitted{}, false, h.reject(c, log, ep, err)
 	}
-	ev.Vendor, ev.Received = ep.vendor, now.UTC()
-	traceVerified(ctx, ep, ev)
-	return admitted{ep: ep, ev: ev, d: matcher.Match(ep.tenant, ev, h.types), log: log}, true, nil
+	a := admitted{ep: ep, log: log}
+	for _, vf := range vfs {
+		vf.ev.Vendor, vf.ev.Received = ep.vendor, now.UTC()
+		a.evs = append(a.evs, vf.ev)
+		a.ds = append(a.ds, match(ep.tenant, vf, h.types))
+	}
+	traceVerified(ctx, ep, a.evs[0])
+	if len(a.ds) > 1 {
+		// A batch is refused whole, before anything is stored, when one of
+		// its events is one the ledger would refuse.
+		for i, d := range a.ds {
+			if err := d.Validate(); err != nil {
+				return admitted{}, false, h.storeFailed(c, log, ep, a.evs[i], fmt.Errorf("element %d: %w", i, err))
+			}
+		}
+	}
+	return a, true, nil
 }
 
 func (h *Handler) serve(family string) echo.HandlerFunc {
@@ -337,13 +405,50 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		ep, ev, d, log := a.ep, a.ev, a.d, a.log
+		ep, log := a.ep, a.log
+		// A batch's events are stored one by one, each durably; when one
+		// fails the vendor retries the batch, and the events already stored
+		// answer as duplicates.
+		results := make([]string, len(a.ds))
+		for i, d := range a.ds {
+			res, err := h.ingest(ctx, log, ep, a.evs[i], d)
+			if err != nil {
+				return h.storeFailed(c, log, ep, a.evs[i], err)
+			}
+			results[i] = publicResult(res.Outcome)
+		}
+		if ep.ack.Body != "" {
+			ct := ep.ack.ContentType
+			if ct == "" {
+				ct = echo.MIMETextPlainCharsetUTF8
+			}
+			return c.Blob(http.StatusOK, ct, []byte(ep.ack.Body))
+		}
+		ack := ackBody{Result: results[0]}
+		if len(results) > 1 {
+			ack.Result, ack.Results = batchResult(results), results
+		}
+		return c.JSON(http.StatusOK, ack)
+	}
+}
 
+// batchResult sums up a batch: accepted when any event was, else the
+// first event's result.
+func batchResult(results []string) string {
+	if slices.Contains(results, string(ledger.IngestAccepted)) {
+		return string(ledger.IngestAccepted)
+	}
+	return results[0]
+}
+
+// ingest stores one event, counts and logs it.
+func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev Event, d ledger.Delivery) (ledger.IngestResult, error) {
+	{
 		ictx, cancel := context.WithTimeout(ctx, h.ingestTimeout)
 		res, err := h.store.Ingest(ictx, d)
 		cancel()
 		if err != nil {
-			return h.storeFailed(c, log, ep, ev, err)
+			return res, err
 		}
 		h.metrics.ingested(ep.vendor, res)
 		traceResult(ctx, string(res.Outcome), res.Row)
@@ -351,6 +456,9 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 			h.applied(res.Row.Tenant, res.Row.Key)
 		}
 		attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome))}
+		if ep.bodyUnsigned {
+			attrs = append(attrs, slog.Bool("body_signed", false))
+		}
 		if res.Row != nil {
 			attrs = append(attrs, slog.String("key", res.Row.Key), slog.String("status", string(res.Row.Status)))
 		}
@@ -361,7 +469,7 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 		default:
 			log.InfoContext(ctx, "webhook ingested", attrs...)
 		}
-		return c.JSON(http.StatusOK, ackBody{Result: publicResult(res.Outcome)})
+		return res, nil
 	}
 }
 
@@ -377,6 +485,8 @@ func publicResult(o ledger.IngestOutcome) string {
 
 type ackBody struct {
 	Result string `json:"result"`
+	// Results are a batch's, one per event in order.
+	Results []string `json:"results,omitempty"`
 }
 
 // readBody reads the raw body once, under the cap: the signatures cover

@@ -17,6 +17,7 @@ const (
 	resultInvalid      = "invalid"     // verified, but the ledger refused its shape
 	resultUnavailable  = "unavailable" // the store (or PayPal, for a certificate) did not answer
 	resultNotFound     = "unknown_endpoint"
+	resultChallenge    = "challenge" // a verified handshake, answered, nothing stored
 	resultError        = "error"
 )
 

@@ -40,6 +40,9 @@ func webhookOptions(c config.Config) (webhooks.Options, error) {
 			LocalIDPath: ep.LocalIDPath, Vendor: ep.Vendor,
 		})
 	}
+	for _, ep := range c.Webhooks {
+		o.Presets = append(o.Presets, presetEndpoint(ep))
+	}
 	table, err := matcher.NewTable(c.EventTypes)
 	if err != nil {
 		return o, fmt.Errorf("event_types: %w", err)
@@ -64,4 +67,26 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("ca_file %s: no PEM certificate", path)
 	}
 	return pool, nil
+}
+
+// presetEndpoint turns one endpoint of the webhooks: list into the
+// handler's: the knobs it sets override its preset's.
+func presetEndpoint(ep config.WebhookEndpoint) webhooks.PresetEndpoint {
+	reject := ep.RejectEmptyBody
+	return webhooks.PresetEndpoint{
+		Name: ep.Name, Preset: ep.Preset, Tenant: ep.Tenant, Vendor: ep.Vendor, Secrets: ep.Secrets,
+		URL: ep.URL, LocalIDPath: ep.LocalIDPath, Tolerance: ep.Tolerance,
+		Spec: webhooks.Spec{
+			Scheme: ep.Scheme, Hash: ep.Hash, KeyEncoding: ep.KeyEncoding, Signed: ep.Signed,
+			Signature: webhooks.SignatureSpec{Source: ep.Signature.Source, Encoding: ep.Signature.Encoding, Prefix: ep.Signature.Prefix, Separator: ep.Signature.Separator},
+			Timestamp: webhooks.TimestampSpec{Source: ep.Timestamp.Source, Unit: ep.Timestamp.Unit},
+			Body:      ep.Body, Batch: ep.Batch, EventID: ep.EventID, EventType: ep.EventType, ObjectID: ep.ObjectID,
+			Outcome:         webhooks.OutcomeSpec{Path: ep.Outcome.Path, Failed: ep.Outcome.Failed, Succeeded: ep.Outcome.Succeeded},
+			Replay:          ep.Replay,
+			RejectEmptyBody: &reject,
+			Ack:             webhooks.AckSpec{Body: ep.Ack.Body, ContentType: ep.Ack.ContentType},
+			Challenge:       ep.Challenge,
+			Types:           ep.Types,
+		},
+	}
 }

@@ -576,6 +576,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/{preset}/{endpoint}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A vendor served by a preset (github, shopify, slack, square, linear, zendesk, hubspot, jira, sendgrid, mailgun, postmark, twilio, adyen) or by declared knobs (custom)
+         * @description One endpoint of the `webhooks:` list. The preset (or the endpoint's own knobs) says how the vendor signs:
+         *     an HMAC over a template of the body, timestamp, configured URL, method, headers or JSON fields; ECDSA P-256
+         *     (SendGrid); HTTP basic auth (Postmark); Standard Webhooks; Twilio's and Adyen's own schemes. The raw body is
+         *     read once (at most the body limit) and verified before anything is stored. A batch (SendGrid, HubSpot, Adyen)
+         *     is verified whole and each element stored as its own event; one bad element refuses the batch.
+         *     The answer is 200 only after every event's inbox record, ledger transition and outbox record committed;
+         *     a repeated delivery is 200 and changes nothing. Adyen is answered `[accepted]`; Slack's url_verification
+         *     is answered with its challenge.
+         */
+        post: operations["webhookPresetEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -2273,6 +2300,61 @@ export interface operations {
                 };
             };
             /** @description No such endpoint (or several endpoints and no name in the path). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    webhookPresetEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The endpoint's preset */
+                preset: string;
+                /** @description The configured endpoint's name. */
+                endpoint: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": unknown;
+                "application/x-www-form-urlencoded": Record<string, unknown>;
+            };
+        };
+        responses: {
+            /** @description Recorded (accepted, duplicate, orphan parked, or an event type that is ignored); a batch lists each event's result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        result?: string;
+                        results?: string[];
+                    };
+                    "text/plain": string;
+                };
+            };
+            /** @description Bad or missing signature, stale or future timestamp, empty or unparsable body, or a batch with one bad element; nothing is stored. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such preset or endpoint. */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -62,7 +62,10 @@ type Config struct {
 	Stripe   StripeConfig   `yaml:"stripe"`
 	PayPal   PayPalConfig   `yaml:"paypal"`
 	Standard StandardConfig `yaml:"standard"`
-	Events   EventsConfig   `yaml:"events"`
+	// Webhooks are the endpoints served from a preset (or declared knobs):
+	// POST /webhooks/{preset}/{name} (webhook_presets.go).
+	Webhooks []WebhookEndpoint `yaml:"webhooks"`
+	Events   EventsConfig      `yaml:"events"`
 
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
@@ -418,6 +421,7 @@ func (c Config) clone() Config {
 	for i := range out.Standard.Endpoints {
 		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
 	}
+	out.Webhooks = cloneWebhooks(c.Webhooks)
 	out.Console.VendorLinks = maps.Clone(c.Console.VendorLinks)
 	if c.EventTypes != nil {
 		out.EventTypes = make(map[string]map[string]matcher.Action, len(c.EventTypes))

@@ -64,6 +64,7 @@ func (c *Config) fillIn() {
 			e.Vendor = e.Name
 		}
 	}
+	fillInWebhooks(c.Webhooks, fill)
 }
 
 // Validate checks every setting and returns all problems, joined; each one
@@ -174,6 +175,7 @@ func (c Config) Validate() error {
 		}
 	}
 
+	v.webhooks(c.Webhooks, known)
 	v.console(c.Console)
 
 	for _, vendor := range sortedKeys(c.EventTypes) {

@@ -21,6 +21,7 @@ var fullEnv = map[string]string{
 	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
 	"SLACK_HOOK_SECRET":      "SeKrEt0008",
 	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
+	"SQUARE_SIGNATURE_KEY":   "square-SeKrEt-0010",
 }
 
 // FullEnv returns a copy of the variables internal/config/testdata/full.yaml
