@@ -469,8 +469,10 @@ func TestRunWebhookEvents(t *testing.T) {
 		t.Fatalf("the rows ran out: %+v", rep.Webhook)
 	}
 	// The half phase is paced at half the peak's rate (a loaded machine
-	// may fall short of it, never beyond).
-	if half.OpsPerSec > peak.OpsPerSec/2*1.1 || half.Errors != 0 {
+	// may fall short of it, never beyond): its limiter's burst (one token a
+	// connection) may go out on top within the short window.
+	burst := float64(cfg.Conns) / cfg.HalfDuration.Seconds()
+	if half.OpsPerSec > peak.OpsPerSec/2*1.1+burst || half.Errors != 0 {
 		t.Errorf("half phase: %.0f/s with %d errors, want at most half of the peak's %.0f/s", half.OpsPerSec, half.Errors, peak.OpsPerSec)
 	}
 	er := rep.Events
