@@ -106,7 +106,7 @@ internal drill client api apierror events events/natsserver ledger ledger/bolt w
 # The load program (cmd/httpload: flags and the load code).
 internal cmd/httpload api apierror events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
 # serve's configuration: validators and types, never a store, api or webhooks.
-internal cmd/reconciler/internal/config ledger matcher events resolver paging internal/promreg internal/paypaloauth internal/tracing internal/durable cmd/reconciler/internal/yamlnode
+internal cmd/reconciler/internal/config ledger matcher events resolver vendors vendors/presets paging internal/promreg internal/paypaloauth internal/tracing internal/durable cmd/reconciler/internal/yamlnode
 # The YAML reading that the config file and the tools command share.
 internal cmd/reconciler/internal/yamlnode
 

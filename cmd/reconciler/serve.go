@@ -134,6 +134,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		BodyLimit:      int64(cfg.BodyLimit),
 		Policy:         cfg.Policy(),
 		ReplayWindow:   cfg.ReplayWindow,
+		VendorKey:      cfg.VendorKey,
 		WakeRelay:      relay.Wake,
 		Ready: []api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {

@@ -106,6 +106,7 @@ from .models import (
     ToolClass,
     WorkItem,
 )
+from .placement import place_key
 from .results import RESULT_HEADERS, classify, is_timeout, result_from_exception, result_from_response, stripe_result
 from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrub_schema
 from .worker import DEFAULT_MAX_DELAY, DEFAULT_NAK_DELAY, WorkFunc, Worker, WorkOutcome, WorkStatus
@@ -118,6 +119,7 @@ __all__ = [
     "Traceparent",
     "valid_traceparent",
     "Worker",
+    "place_key",
     "WorkFunc",
     "WorkOutcome",
     "WorkStatus",

@@ -84,7 +84,10 @@ DEFAULT_RETRIES = 4
 DEFAULT_MAX_RESPONSE = 4 << 20
 
 #: CallFunc makes the vendor call for one attempt: it must send key as the
-#: vendor's idempotency key and local_id in the vendor's metadata
+#: vendor's idempotency key, where the vendor's profile places it (key is
+#: the row's vendor_key: the ledger key, or the digest of it the profile
+#: asks for; ``place_key`` puts it in a header or a JSON body path), and
+#: local_id in the vendor's metadata
 #: (metadata[metadata_local_id] for Stripe, custom_id for PayPal). It returns
 #: the vendor's answer as a Result, or raises: an exception that carries an
 #: answer (urllib's HTTPError, requests' HTTPError, a StripeError) is that
@@ -608,7 +611,7 @@ class Client:
         attempt = out.row.attempt if out.row is not None else 0
         err: Optional[BaseException] = None
         try:
-            ret = call(out.key, out.local_id)
+            ret = call(out.vendor_key or out.key, out.local_id)
         except Exception as e:  # the call's error return, as in the Go SDK
             err = e
             res = result_from_exception(e) or Result()
@@ -853,6 +856,7 @@ def _outcome_of(resp: ClaimResponse) -> Outcome:
     if resp.row is not None:
         out.row = resp.row
         out.key, out.local_id = resp.row.key, resp.row.metadata_local_id
+        out.vendor_key = resp.row.vendor_key or resp.row.key
     return out
 
 

@@ -20,8 +20,18 @@ import type { ClaimRequest, ClaimResponse, Decision, OutcomeKind, Row } from "./
 
 /** CallContext is what one vendor call gets from do(). */
 export interface CallContext {
-  /** key is the ledger key: send it as the vendor's idempotency key (Idempotency-Key, PayPal-Request-Id…). */
+  /**
+   * key is the key to send as the vendor's idempotency key (Idempotency-Key,
+   * PayPal-Request-Id, Square's idempotency_key…), where the vendor's profile
+   * places it (placeKey): the row's vendor_key — the ledger key, or the
+   * digest of it the vendor's profile asks for (45 characters for Square, a
+   * UUID for Linear).
+   */
   readonly key: string;
+  /** vendorKey is key, by its name in the row (row.vendor_key). */
+  readonly vendorKey: string;
+  /** ledgerKey is the row's own key (row.key), for reports and logs. */
+  readonly ledgerKey: string;
   /** localId goes into the vendor's metadata (metadata[metadata_local_id] for Stripe, custom_id for PayPal). */
   readonly localId: string;
   /** signal aborts with the caller's signal or when callTimeoutMs runs out; pass it to fetch. */
@@ -64,6 +74,8 @@ export interface Outcome {
   decision: Decision;
   key: string;
   localId: string;
+  /** vendorKey is the row's vendor_key: what the call sent as the vendor's key. */
+  vendorKey: string;
   /** row is the row as do() last saw it: after the report, or as replayed. */
   row: Row | null;
   /** called is true when do() called the vendor; result is then its answer. */
@@ -153,6 +165,7 @@ export function newOutcome(resp: ClaimResponse): Outcome {
     decision: resp.decision,
     key: resp.row?.key ?? "",
     localId: resp.row?.metadata_local_id ?? "",
+    vendorKey: resp.row?.vendor_key || resp.row?.key || "",
     row: resp.row,
     called: false,
     result: {},
@@ -243,7 +256,13 @@ export class Run {
   async #call(out: Outcome): Promise<{ result: CallResult; threw: boolean; error: unknown }> {
     const dl = deadline(this.settings.callTimeoutMs, this.signal);
     try {
-      const pending = Promise.resolve().then(() => this.call({ key: out.key, localId: out.localId, signal: dl.signal }));
+      const pending = Promise.resolve().then(() => this.call({
+        key: out.vendorKey || out.key,
+        vendorKey: out.vendorKey || out.key,
+        ledgerKey: out.key,
+        localId: out.localId,
+        signal: dl.signal,
+      }));
       pending.catch(() => {}); // a call abandoned below may still fail later
       const aborted = new Promise<never>((_, reject) => {
         if (dl.signal.aborted) reject(dl.signal.reason);

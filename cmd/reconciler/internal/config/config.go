@@ -62,7 +62,9 @@ type Config struct {
 	Stripe   StripeConfig   `yaml:"stripe"`
 	PayPal   PayPalConfig   `yaml:"paypal"`
 	Standard StandardConfig `yaml:"standard"`
-	Events   EventsConfig   `yaml:"events"`
+	// Vendors are the vendor profiles (vendors.go, docs/vendors.md).
+	Vendors VendorList   `yaml:"vendors"`
+	Events  EventsConfig `yaml:"events"`
 
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
@@ -320,10 +322,8 @@ func (c Config) ReplayWindow(vendor string, req *ledger.Request) time.Duration {
 		}
 		return c.PayPal.ReplayWindow
 	}
-	for _, e := range c.Standard.Endpoints {
-		if e.Vendor == vendor {
-			return e.ReplayWindow
-		}
+	if w, ok := c.profileWindow(vendor); ok {
+		return w
 	}
 	return 0
 }
@@ -390,6 +390,10 @@ func (c Config) clone() Config {
 	out.Standard.Endpoints = slices.Clone(c.Standard.Endpoints)
 	for i := range out.Standard.Endpoints {
 		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
+	}
+	out.Vendors = make(VendorList, len(c.Vendors))
+	for i, p := range c.Vendors {
+		out.Vendors[i] = p.Clone()
 	}
 	if c.EventTypes != nil {
 		out.EventTypes = make(map[string]map[string]matcher.Action, len(c.EventTypes))

@@ -172,6 +172,8 @@ func (c Config) Validate() error {
 		}
 	}
 
+	v.vendors(c)
+
 	for _, vendor := range sortedKeys(c.EventTypes) {
 		p := mapPath("event_types", vendor)
 		if ledger.ValidateVendor(vendor) != nil {
