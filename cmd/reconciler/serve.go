@@ -370,6 +370,20 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 		}
 		lookups["paypal"] = pl
 	}
+	// Every profiled vendor the resolver can call runs the generic engine;
+	// one without an api_base (a standard: endpoint's) is paged after its
+	// window, as any vendor without a lookup.
+	for _, p := range cfg.Profiles() {
+		if !p.Callable() {
+			continue
+		}
+		pl, err := resolver.NewProfiled(p, vendorClient(tp))
+		if err != nil {
+			return err
+		}
+		lookups[p.Name] = pl
+		log.Info("vendor profile", "vendor", p)
+	}
 	res := resolver.New(st, resolver.Options{
 		Lookups: lookups, Pager: pager, Frozen: frozen, Interval: cfg.Resolver.Interval, SearchLag: cfg.Stripe.SearchLag,
 		Now: m.Now, Logger: log.With("component", "resolver"), Registerer: reg, TracerProvider: tp,
