@@ -21,6 +21,9 @@ var fullEnv = map[string]string{
 	"PD_ROUTING_KEY":         "pd-SeKrEt-0007",
 	"SLACK_HOOK_SECRET":      "SeKrEt0008",
 	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
+	"RESEND_API_KEY":         "re_SeKrEt_0010",
+	"POSTMARK_SERVER_TOKEN":  "pm-SeKrEt-0011",
+	"CRM_TOKEN":              "crm-SeKrEt-0012",
 }
 
 // FullEnv returns a copy of the variables internal/config/testdata/full.yaml
