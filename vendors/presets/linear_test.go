@@ -141,4 +141,15 @@ func TestLinear(t *testing.T) {
 			t.Errorf("creates %d pages %d, want one replay and one page", f.creates, e.pager.count())
 		}
 	})
+	t.Run("forever is not waited on: absent and no stored request pages once", func(t *testing.T) {
+		e, f := setup(t)
+		row := e.claim(`{"title":"No envelope"}`, nil)
+		e.timedOut(row)
+		e.pass(2 * time.Minute)
+		e.pass(time.Hour)
+		wantStatus(t, e.row(row.Key), ledger.StatusUnknown)
+		if e.pager.count() != 1 || f.creates != 0 {
+			t.Errorf("pages %d creates %d, want one page and no create", e.pager.count(), f.creates)
+		}
+	})
 }
