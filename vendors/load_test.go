@@ -253,3 +253,48 @@ func TestVendorKey(t *testing.T) {
 		})
 	}
 }
+
+// The issue's contract example, as written (a preset, its api_key and an
+// auth of the entry's own), loads.
+func TestContractExample(t *testing.T) {
+	ps, err := parse(t, `
+vendors:
+  - name: resend
+    preset: resend
+    api_base: https://api.resend.com
+    api_key: ${RESEND_API_KEY}
+    auth: {header: Authorization, value: "Bearer ${RESEND_API_KEY}"}
+    idempotency: {header: Idempotency-Key}
+    max_key_len: 256
+    replay_window: 24h
+    receipt_path: id
+    replay_outcomes:
+      - {status: 409, body_contains: invalid_idempotent_request, then: page}
+      - {status: 409, body_contains: concurrent_idempotent_requests, then: retry}
+    lookup:
+      method: GET
+      url: /messages/outbound?count=2&offset=0&metadata_local_id={local_id}
+      body: ""
+      results_path: Messages
+      found_id_path: MessageID
+      status_path: Status
+      status_map: {Sent: succeeded, Queued: pending}
+      min_age: 5m
+      retention: 1080h
+    retrieve:
+      url: /emails/{receipt_id}
+      status_path: last_event
+      status_map: {delivered: succeeded, sent: succeeded, bounced: failed}
+    rate_limit: 10/s
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ps[0]
+	if name, v := p.AuthHeader(); name != "Authorization" || v != "Bearer re_secret_123" {
+		t.Errorf("auth %s %q", name, v)
+	}
+	if p.RateLimit.PerSecond() != 10 || p.Lookup.MinAge != 5*time.Minute || p.Retrieve.StatusMap["bounced"] != "failed" {
+		t.Errorf("profile %+v", p)
+	}
+}

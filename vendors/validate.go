@@ -41,7 +41,9 @@ func validate(p, entry Profile, at func(string) Pos) []*Error {
 		switch {
 		case entry.Preset == "":
 			add("api_key", "needs a preset, which says where the key goes; a vendor without one uses auth: {header, value}")
-		case p.Auth == nil || !strings.Contains(p.Auth.Value, "{api_key}"):
+		case entry.Auth == nil && (p.Auth == nil || !strings.Contains(p.Auth.Value, "{api_key}")):
+			// An entry that writes its own auth may keep api_key for
+			// {api_key} in it; a preset's auth must take it.
 			add("api_key", "the preset's auth does not take an api_key: set auth: {header, value} instead")
 		}
 	}
