@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Vars are the values a template may name: {local_id}, {vendor_key},
@@ -101,6 +102,10 @@ func DecodeJSON(b []byte) (any, error) {
 // dotted path, making the objects on the way. The body must be a JSON
 // object (an empty body is {}).
 func SetPath(body []byte, path, value string) ([]byte, error) {
+	if !utf8.ValidString(path) || !utf8.ValidString(value) {
+		// JSON would carry them as U+FFFD: the key would land elsewhere.
+		return nil, fmt.Errorf("path and value must be UTF-8")
+	}
 	var doc map[string]any
 	if len(bytes.TrimSpace(body)) == 0 {
 		doc = map[string]any{}
