@@ -2,8 +2,8 @@
  * placeKey puts the vendor key where the vendor's profile places it: a
  * header (Idempotency-Key: Resend, Zendesk, Adyen) and/or a dotted path in a
  * JSON object body (idempotency_key: Square; variables.input.id: Linear's
- * client-chosen id). The key is the one a CallFunc gets (call.key, the
- * row's vendor_key). It is the Go SDK's client.Transport for fetch.
+ * client-chosen id). The key is the one a CallFunc gets as call.vendorKey
+ * (the row's vendor_key). It is the Go SDK's client.Transport for fetch.
  */
 export interface Placement {
   /** header names the header that carries the key. */
