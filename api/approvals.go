@@ -35,7 +35,7 @@ type approvalsResponse struct {
 }
 
 func newApprovalView(r ledger.Row) approvalView {
-	return approvalView{Approval: *r.Approval, Row: r}
+	return approvalView{Approval: *r.Approval, Row: present(r)}
 }
 
 func (s *Server) approvalRoutes(e *echo.Echo, read, decide echo.MiddlewareFunc) {

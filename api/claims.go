@@ -51,7 +51,7 @@ type claimResponse struct {
 func newClaimResponse(res ledger.ClaimResult) claimResponse {
 	out := claimResponse{Decision: res.Decision, Code: res.Code}
 	if res.Row.Key != "" {
-		row := res.Row
+		row := present(res.Row)
 		out.Row = &row
 		if !row.ReplayWindowUntil.IsZero() {
 			t := row.ReplayWindowUntil
@@ -100,6 +100,7 @@ func (s *Server) claim(c echo.Context) error {
 		Tenant: tenant, RunID: b.RunID, Tool: b.Tool, ToolCallID: b.ToolCallID, Vendor: b.Vendor,
 		ToolClass: b.ToolClass, Intent: b.Intent, Key: b.Key, Request: b.Request, Expect: b.Expect,
 		ReplayWindow: s.replayWindow(b.Vendor, b.Request),
+		VendorKey:    s.vendorKeyFor(b.Vendor),
 		Frozen:       s.frozen(tenant, b.Tool, b.ToolClass),
 		Traceparent:  traceparentOf(ctx),
 	}, s.policy, s.now())
@@ -121,6 +122,22 @@ func (s *Server) claim(c echo.Context) error {
 	}
 	s.recordClaim(ctx, cl.Row, res)
 	return c.JSON(decisionStatus(res), newClaimResponse(res))
+}
+
+// present is a row as the API answers it: with vendor_key always set (a
+// row stored before vendor keys existed sent its ledger key).
+func present(r ledger.Row) ledger.Row {
+	r.VendorKey = r.WireKey()
+	return r
+}
+
+// vendorKeyFor is the claim's rule for the key sent to vendor (nil: the
+// ledger key itself).
+func (s *Server) vendorKeyFor(vendor string) func(string) string {
+	if s.vendorKey == nil {
+		return nil
+	}
+	return func(key string) string { return s.vendorKey(vendor, key) }
 }
 
 func (s *Server) recordClaim(ctx context.Context, row ledger.Row, res ledger.ClaimResult) {

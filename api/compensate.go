@@ -43,6 +43,9 @@ func (s *Server) compensate(c echo.Context) error {
 	// The compensation row is this claim's: a traceparent formatted from
 	// the span context, so valid (or empty) as ledger.NewClaim requires.
 	cl.Row.Traceparent = traceparentOf(ctx)
+	if f := s.vendorKeyFor(orig.Vendor); f != nil {
+		cl.Row.VendorKey = f(cl.Row.Key)
+	}
 	res, err := s.store.Claim(ctx, cl)
 	if err != nil {
 		return err

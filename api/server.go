@@ -78,6 +78,10 @@ type Options struct {
 	// ReplayWindow says how long a vendor remembers an idempotency key
 	// sent with req (nil when the claim stores no request); nil: 0, no replays.
 	ReplayWindow func(vendor string, req *ledger.Request) time.Duration
+	// VendorKey derives the key sent to vendor from a row's key (the
+	// vendor profile's rule, vendors.Profile.VendorKey); it is stored on
+	// the row as vendor_key. Nil: the key itself.
+	VendorKey func(vendor, key string) string
 	// Frozen is the kill switch: true when the tool or its class is frozen
 	// for the tenant (nil: never frozen, or KillSwitch's Frozen).
 	Frozen func(tenant, tool string, class ledger.ToolClass) bool
@@ -129,6 +133,7 @@ type Server struct {
 	bodyLimit    int64
 	policy       ledger.Policy
 	replayWindow func(vendor string, req *ledger.Request) time.Duration
+	vendorKey    func(vendor, key string) string
 	frozen       func(tenant, tool string, class ledger.ToolClass) bool
 	kill         KillSwitch
 	registry     Registry
@@ -182,7 +187,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		store: o.Store, auth: auth, bodyLimit: o.BodyLimit, policy: o.Policy,
-		replayWindow: o.ReplayWindow, frozen: o.Frozen, ready: o.Ready,
+		replayWindow: o.ReplayWindow, vendorKey: o.VendorKey, frozen: o.Frozen, ready: o.Ready,
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
 		bodyTimeout: o.BodyTimeout, answer: o.AnswerTimeout,
 		wakeRelay: o.WakeRelay, registry: o.Registry, strict: o.StrictRegistry, approvalTTL: o.ApprovalTTL,

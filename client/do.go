@@ -24,7 +24,10 @@ type Result struct {
 }
 
 // CallFunc makes the vendor call for one attempt. It must send key as the
-// vendor's idempotency key and localID in the vendor's metadata.
+// vendor's idempotency key — key is the row's vendor_key: the ledger key,
+// or the digest of it the vendor's profile asks for (Square's 45
+// characters, Linear's UUID) — where the vendor's profile places it, and
+// localID in the vendor's metadata.
 // StripeBackend does both from ctx; the Transport sets only the key (where
 // metadata goes depends on the vendor's body: metadata[metadata_local_id]
 // for Stripe, custom_id for PayPal), so the call puts localID there itself. It returns the vendor's
@@ -39,6 +42,10 @@ type Outcome struct {
 	Decision ledger.Decision
 	Key      string
 	LocalID  string
+	// VendorKey is the row's vendor_key: what the call sent as the
+	// vendor's idempotency key (the key itself unless the vendor's profile
+	// shortens it).
+	VendorKey string
 	// Row is the row as Do last saw it: after the report, or as replayed.
 	Row ledger.Row
 	// Called is true when Do called the vendor; Result is then its answer.
@@ -194,7 +201,7 @@ func outcomeOf(resp ClaimResponse) Outcome {
 	out := Outcome{Decision: resp.Decision}
 	if resp.Row != nil {
 		out.Row = *resp.Row
-		out.Key, out.LocalID = resp.Row.Key, resp.Row.MetadataLocalID
+		out.Key, out.LocalID, out.VendorKey = resp.Row.Key, resp.Row.MetadataLocalID, resp.Row.WireKey()
 	}
 	return out
 }
@@ -221,13 +228,14 @@ type callPanic struct {
 // die of one handler's panic, recovers it per item.
 func (c *Client) attemptCaught(ctx context.Context, out Outcome, call CallFunc) (_ Outcome, _ *callPanic, err error) {
 	out.Called = true
-	cctx := WithKey(ctx, out.Key, out.LocalID)
+	ck := CallKey{Key: out.Key, LocalID: out.LocalID, VendorKey: out.VendorKey}
+	cctx := WithCallKey(ctx, ck)
 	if c.callTimeout > 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(cctx, c.callTimeout)
 		defer cancel()
 	}
-	res, panicked, callErr := runCall(cctx, call, out.Key, out.LocalID)
+	res, panicked, callErr := runCall(cctx, call, ck.Wire(), out.LocalID)
 	if panicked != nil {
 		// The vendor may have committed before the panic: report unknown so
 		// the row leaves its lease and the resolver looks.

@@ -45,6 +45,9 @@ func NewStripeBackend(inner stripe.Backend) *StripeBackend {
 	return &StripeBackend{inner: inner}
 }
 
+// The key StripeBackend sends is the row's vendor_key (CallKey.Wire):
+// for Stripe, which takes any ledger key, it is the key itself.
+
 // Call implements stripe.Backend.
 func (b *StripeBackend) Call(method, path, key string, params stripe.ParamsContainer, v stripe.LastResponseSetter) error {
 	if err := prepareStripe(method, path, params); err != nil {
@@ -114,7 +117,7 @@ func setStripeKey(method, path string, p *stripe.Params) error {
 	if !ok {
 		return fmt.Errorf("stripe %s %s: %w", method, path, ErrNoKey)
 	}
-	if p.IdempotencyKey != nil && *p.IdempotencyKey != k.Key {
+	if p.IdempotencyKey != nil && *p.IdempotencyKey != k.Wire() {
 		return fmt.Errorf("stripe %s %s: params carry another idempotency key than the ledger's", method, path)
 	}
 	// stripe-go applies params.Headers after the key, with Header.Set: an
@@ -124,12 +127,12 @@ func setStripeKey(method, path string, p *stripe.Params) error {
 			continue
 		}
 		for _, v := range vals {
-			if v != k.Key {
+			if v != k.Wire() {
 				return fmt.Errorf("stripe %s %s: params.Headers carry another idempotency key than the ledger's", method, path)
 			}
 		}
 	}
-	p.IdempotencyKey = stripe.String(k.Key)
+	p.IdempotencyKey = stripe.String(k.Wire())
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -26,6 +27,23 @@ type keyCtx struct{}
 type CallKey struct {
 	Key     string
 	LocalID string
+	// VendorKey is the row's vendor_key: the key to put on the wire (the
+	// vendor profile's derivation of Key; empty means Key).
+	VendorKey string
+}
+
+// Wire is the key to send to the vendor: VendorKey, else Key.
+func (k CallKey) Wire() string {
+	if k.VendorKey != "" {
+		return k.VendorKey
+	}
+	return k.Key
+}
+
+// WithCallKey returns ctx carrying k (WithKey with a vendor key); Do
+// passes such a context to its call.
+func WithCallKey(ctx context.Context, k CallKey) context.Context {
+	return context.WithValue(ctx, keyCtx{}, k)
 }
 
 // WithKey returns ctx carrying the ledger key and the local id of a vendor
@@ -41,11 +59,13 @@ func KeyFrom(ctx context.Context) (CallKey, bool) {
 	return k, ok && k.Key != ""
 }
 
-// Transport is an http.RoundTripper that puts the ledger key of the
-// request's context (WithKey) on every write, for any vendor: in Header
-// ("Idempotency-Key" for Stripe-like APIs and Resend, "PayPal-Request-Id"
-// for PayPal) and/or in the top-level BodyField of a JSON or form body
-// (Square's "idempotency_key"). It overwrites a value already there, which
+// Transport is an http.RoundTripper that puts the vendor key of the
+// request's context (CallKey.Wire: the row's vendor_key) on every write,
+// for any vendor, where the vendor profile's idempotency placement says:
+// in Header ("Idempotency-Key" for Stripe-like APIs, Resend, Zendesk,
+// Adyen; "PayPal-Request-Id" for PayPal) and/or at BodyField of a JSON or
+// form body (Square's "idempotency_key"; a dotted path such as
+// "variables.input.id" reaches into a JSON body, Linear's client id). It overwrites a value already there, which
 // a model may have supplied. A write (POST, PUT, PATCH, DELETE) without a
 // key is refused with ErrNoKey; reads pass untouched.
 type Transport struct {
@@ -53,7 +73,8 @@ type Transport struct {
 	Base http.RoundTripper
 	// Header is the header that carries the key ("" for none).
 	Header string
-	// BodyField is the top-level body field that carries the key ("" for none).
+	// BodyField is the body field that carries the key ("" for none): a
+	// form field, or a dotted path in a JSON object body.
 	BodyField string
 }
 
@@ -73,10 +94,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	out := req.Clone(req.Context())
 	if t.Header != "" {
-		out.Header.Set(t.Header, k.Key)
+		out.Header.Set(t.Header, k.Wire())
 	}
 	if t.BodyField != "" {
-		if err := setBodyField(out, t.BodyField, k.Key); err != nil {
+		if err := setBodyField(out, t.BodyField, k.Wire()); err != nil {
 			closeBody(req)
 			return nil, fmt.Errorf("%s %s: put key in body field %s: %w", req.Method, req.URL.Redacted(), t.BodyField, err)
 		}
@@ -128,8 +149,10 @@ func setBodyField(req *http.Request, field, value string) error {
 			}
 		}
 		v, _ := json.Marshal(value)
-		obj[field] = v
 		var err error
+		if err = setJSONPath(obj, strings.Split(field, "."), v); err != nil {
+			return err
+		}
 		if data, err = json.Marshal(obj); err != nil {
 			return err
 		}
@@ -141,6 +164,32 @@ func setBodyField(req *http.Request, field, value string) error {
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	req.ContentLength = int64(len(data))
 	req.Header.Set("Content-Length", strconv.Itoa(len(data)))
+	return nil
+}
+
+// setJSONPath sets obj[path...] = v, making the objects on the way and
+// keeping every other value as written.
+func setJSONPath(obj map[string]json.RawMessage, path []string, v json.RawMessage) error {
+	if len(path) == 1 {
+		obj[path[0]] = v
+		return nil
+	}
+	inner := map[string]json.RawMessage{}
+	if raw, ok := obj[path[0]]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&inner); err != nil {
+			return fmt.Errorf("%s is not a JSON object", path[0])
+		}
+	}
+	if err := setJSONPath(inner, path[1:], v); err != nil {
+		return err
+	}
+	b, err := json.Marshal(inner)
+	if err != nil {
+		return err
+	}
+	obj[path[0]] = b
 	return nil
 }
 

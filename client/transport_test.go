@@ -144,3 +144,56 @@ func TestResultFromResponse(t *testing.T) {
 		t.Errorf("nil response = %+v", got)
 	}
 }
+
+// TestTransportVendorKey: the vendor gets the row's vendor_key, not the
+// ledger key, in a header or at a dotted path of a JSON body.
+func TestTransportVendorKey(t *testing.T) {
+	var gotHeader, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		gotHeader, gotBody = r.Header.Get("Idempotency-Key"), string(b)
+	}))
+	defer srv.Close()
+	ck := client.CallKey{Key: strings.Repeat("ab", 32), LocalID: "rl_1", VendorKey: "short-vendor-key-0123456789abcdef"}
+	ctx := client.WithCallKey(context.Background(), ck)
+	for _, tc := range []struct {
+		name  string
+		tr    client.Transport
+		body  string
+		check func(t *testing.T)
+	}{
+		{"header", client.Transport{Header: "Idempotency-Key"}, `{"a":1}`, func(t *testing.T) {
+			if gotHeader != ck.VendorKey {
+				t.Errorf("header %q, want the vendor key", gotHeader)
+			}
+		}},
+		{"dotted body path", client.Transport{BodyField: "variables.input.id"}, `{"query":"q","variables":{"input":{"title":"t","n":12345678901234567890}}}`, func(t *testing.T) {
+			var doc struct {
+				Query     string `json:"query"`
+				Variables struct {
+					Input map[string]json.RawMessage `json:"input"`
+				} `json:"variables"`
+			}
+			if err := json.Unmarshal([]byte(gotBody), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(doc.Variables.Input["id"]); got != `"`+ck.VendorKey+`"` {
+				t.Errorf("input.id = %s, want the vendor key", got)
+			}
+			if doc.Query != "q" || string(doc.Variables.Input["title"]) != `"t"` || string(doc.Variables.Input["n"]) != "12345678901234567890" {
+				t.Errorf("the rest of the body changed: %s", gotBody)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := (&http.Client{Transport: &tc.tr}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			tc.check(t)
+		})
+	}
+}

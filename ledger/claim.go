@@ -27,6 +27,9 @@ type ClaimRequest struct {
 	Expect  *Expect
 	// ReplayWindow is how long the vendor remembers the key (0: no replay).
 	ReplayWindow time.Duration
+	// VendorKey derives the key sent to the vendor from the row's key
+	// (the vendor profile's rule); nil: the key itself.
+	VendorKey func(key string) string
 	// Frozen is true when the kill switch covers this tool or its class.
 	Frozen bool
 	// Gate is what the registry decided for this claim (zero: autonomous).
@@ -121,6 +124,12 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	}
 	if req.ReplayWindow > 0 {
 		row.ReplayWindowUntil = now.Add(req.ReplayWindow)
+	}
+	row.VendorKey = key
+	if req.VendorKey != nil {
+		if vk := req.VendorKey(key); vk != "" {
+			row.VendorKey = vk
+		}
 	}
 	if req.Request != nil {
 		r := *req.Request

@@ -21,6 +21,7 @@ func TestNewClaimBuildsRow(t *testing.T) {
 		MetadataLocalID: "rl_38af6fb5b479712bbaf3bf71cf2e82f3",
 		RunID:           "run-1", Tool: "stripe.charge", ToolCallID: "call_01", Vendor: "stripe",
 		ToolClass: ledger.ClassWriteIdempotent, Status: ledger.StatusPending, Attempt: 1,
+		VendorKey:   vecKeyAcme, // no profile rule: the key itself
 		FirstSeenAt: t0, UpdatedAt: t0,
 		PendingUntil:      t0.Add(15 * time.Minute),
 		NextCheckAt:       t0.Add(60 * time.Second),
@@ -460,5 +461,20 @@ func TestClaimLifecycle(t *testing.T) {
 	res, write = claim(t1.Add(time.Hour), &row)
 	if res.Decision != ledger.DecisionReplay || write != nil || res.Row.UpstreamReceiptID != "pi_1" || !res.Row.IdempotentReplayed {
 		t.Fatalf("claim after success: %s receipt %q", res.Decision, res.Row.UpstreamReceiptID)
+	}
+}
+
+func TestNewClaimVendorKey(t *testing.T) {
+	req := validClaimRequest()
+	req.VendorKey = func(k string) string { return "vk-" + k[:8] }
+	c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Row.VendorKey, "vk-"+vecKeyAcme[:8]; got != want {
+		t.Errorf("vendor key %q, want %q", got, want)
+	}
+	if got := (ledger.Row{Key: "k"}).WireKey(); got != "k" {
+		t.Errorf("WireKey of a row without a vendor key = %q, want its key", got)
 	}
 }

@@ -19,7 +19,13 @@ type Row struct {
 	Status            Status    `json:"status"`
 	// Attempt counts the transport attempts granted for this key (proceed is 1,
 	// each retry_same_key adds one). Retries never mint a new key.
-	Attempt           int    `json:"attempt"`
+	Attempt int `json:"attempt"`
+	// VendorKey is the key sent to the vendor for this row: Key itself, or
+	// a digest of it that fits the vendor's profile (max_key_len, format),
+	// fixed when the row is inserted so every retry and replay sends the
+	// same one even if the profile changes later. Empty on rows stored
+	// before it existed: WireKey then falls back to Key.
+	VendorKey         string `json:"vendor_key,omitempty"`
 	UpstreamReceiptID string `json:"upstream_receipt_id,omitempty"`
 	// IdempotentReplayed, VendorShouldRetry and LastHTTPStatus are what the
 	// vendor said on the last reported attempt.
@@ -66,6 +72,15 @@ type Row struct {
 	// the run that waits for the event joins the claim's trace. The
 	// ledger keeps it as text (ValidateTraceparent); the adapters parse it.
 	Traceparent string `json:"traceparent,omitempty"`
+}
+
+// WireKey is the key to send to the vendor: VendorKey, or Key for a row
+// stored before vendor keys existed (their vendors took the ledger key).
+func (r Row) WireKey() string {
+	if r.VendorKey != "" {
+		return r.VendorKey
+	}
+	return r.Key
 }
 
 // Request is the envelope of the vendor call, kept so the resolver can
@@ -141,7 +156,9 @@ func (r Row) Clone() Row {
 // EventDenied and EventApprovalExpired — or EventQueued, a work item,
 // which goes to the work stream instead.
 type Event struct {
-	Key        string `json:"key"`
+	Key string `json:"key"`
+	// VendorKey is the row's WireKey: the key the vendor saw.
+	VendorKey  string `json:"vendor_key,omitempty"`
 	Tenant     string `json:"tenant"`
 	RunID      string `json:"run_id"`
 	Tool       string `json:"tool"`
@@ -189,7 +206,7 @@ type OutboxRecord struct {
 
 func newEvent(r *Row, status string, src Source, vendorEventID string, at time.Time) Event {
 	return Event{
-		Key: r.Key, Tenant: r.Tenant, RunID: r.RunID, Tool: r.Tool, ToolCallID: r.ToolCallID,
+		Key: r.Key, VendorKey: r.WireKey(), Tenant: r.Tenant, RunID: r.RunID, Tool: r.Tool, ToolCallID: r.ToolCallID,
 		Status: status, ReceiptID: r.UpstreamReceiptID, Source: src, VendorEventID: vendorEventID,
 		At: at.UTC(), PagedAt: r.PagedAt, Traceparent: r.Traceparent,
 	}

@@ -15,7 +15,7 @@ func fullRow() ledger.Row {
 	return ledger.Row{
 		Tenant: "acme", Key: vecKeyAcme, IntentFingerprint: vecFingerprint, MetadataLocalID: "rl_38af6fb5b479712bbaf3bf71cf2e82f3",
 		RunID: "run-1", Tool: "stripe.charge", ToolCallID: "call_01", Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
-		Status: ledger.StatusSucceeded, Attempt: 2, UpstreamReceiptID: "pi_1", IdempotentReplayed: true,
+		Status: ledger.StatusSucceeded, Attempt: 2, VendorKey: "vk_1", UpstreamReceiptID: "pi_1", IdempotentReplayed: true,
 		VendorShouldRetry: boolp(true), LastHTTPStatus: 200, Result: `{"content":[{"type":"text","text":"sent"}]}`,
 		FirstSeenAt: t0, UpdatedAt: t0.Add(time.Minute), SucceededAt: t0.Add(time.Minute), PagedAt: t0.Add(2 * time.Minute),
 		PendingUntil: t0.Add(15 * time.Minute), ReplayWindowUntil: t0.Add(24 * time.Hour), NextCheckAt: t0.Add(time.Hour),

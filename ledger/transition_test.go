@@ -430,7 +430,7 @@ func TestApply(t *testing.T) {
 					t.Fatal("a status change without an outbox event")
 				}
 				want := ledger.Event{
-					Key: row.Key, Tenant: row.Tenant, RunID: row.RunID, Tool: row.Tool, ToolCallID: row.ToolCallID,
+					Key: row.Key, VendorKey: row.WireKey(), Tenant: row.Tenant, RunID: row.RunID, Tool: row.Tool, ToolCallID: row.ToolCallID,
 					Status: string(tt.wantStatus), ReceiptID: row.UpstreamReceiptID, Source: tt.ev.Source,
 					VendorEventID: tt.ev.VendorEventID, At: tt.ev.At.UTC(),
 				}

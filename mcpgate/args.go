@@ -23,6 +23,9 @@ const (
 	MetaToolCallID = "reconciler/tool_call_id"
 	// MetaKey (written) is the row's idempotency key.
 	MetaKey = "reconciler/idempotency_key"
+	// MetaVendorKey (written) is the row's vendor_key: the key the
+	// upstream sends to the vendor (the key argument carries it too).
+	MetaVendorKey = "reconciler/vendor_key"
 	// MetaLocalID (written) is the row's metadata_local_id: an upstream that
 	// writes it into the vendor's metadata lets a webhook settle the row.
 	MetaLocalID = "reconciler/metadata_local_id"

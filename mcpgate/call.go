@@ -132,10 +132,12 @@ func (g *Gate) attempt(ctx context.Context, decision ledger.Decision, t ledger.T
 		send[k] = v
 	}
 	if keyArg != "" {
-		send[keyArg] = row.Key
+		// The vendor's key: the row's vendor_key (the ledger key unless
+		// the vendor's profile derives a shorter or other-shaped one).
+		send[keyArg] = row.WireKey()
 	}
 	params := &mcp.CallToolParams{Name: t.Name, Arguments: send,
-		Meta: upstreamMeta(meta, map[string]any{MetaKey: row.Key, MetaLocalID: row.MetadataLocalID})}
+		Meta: upstreamMeta(meta, map[string]any{MetaKey: row.Key, MetaVendorKey: row.WireKey(), MetaLocalID: row.MetadataLocalID})}
 	cctx, cancel := context.WithTimeout(ctx, g.callTimeout)
 	res, callErr := g.upstream.CallTool(cctx, params)
 	cancel()

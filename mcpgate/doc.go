@@ -23,9 +23,11 @@
 //     intent_fields of the arguments, or every argument but key-like ones;
 //     run_id is _meta["reconciler/run_id"], else Options.RunID (one per gate
 //     session). On proceed or retry_same_key the call goes upstream with the
-//     row's key in the argument key_placement names (a tool placed {none:
-//     true} gets no key; a header or body placement is refused: it cannot
-//     travel over MCP), and _meta reconciler/idempotency_key and
+//     row's vendor_key (the key the vendor's profile asks for; the ledger
+//     key unless it must be shorter or shaped) in the argument
+//     key_placement names (a tool placed {none: true} gets no key; a
+//     header or body placement is refused: it cannot travel over MCP), and
+//     _meta reconciler/idempotency_key, reconciler/vendor_key and
 //     reconciler/metadata_local_id. Its answer is reported: a result as a
 //     200 (succeeded), a result marked isError or a malformed-call error as
 //     a 4xx (failed_poison), another protocol error as a 502, no answer

@@ -1,6 +1,7 @@
 // Package resolver closes ledger rows that no webhook closed: the periodic
 // resolve job of docs/architecture.md §7b, its vendor lookups (Stripe with
-// stripe-go v79, PayPal with net/http) and the escalation to a human.
+// stripe-go v79, PayPal with net/http, and Profiled: any vendor described
+// by a vendors.Profile, with net/http) and the escalation to a human.
 //
 // # A pass
 //
@@ -28,6 +29,18 @@
 //     ErrNoLookup and the same-PayPal-Request-Id replay is the lookup.
 //  4. Window closed and still not known (or the vendor's object disagrees
 //     with the row's expect): page once.
+//
+// For a profiled vendor (profiled.go) the same steps run on the profile's
+// data: a lookup with more than one match is a duplicate that already
+// happened (Finding.Duplicate: page at once, never replay); a miss counts
+// as absence only after the lookup's min_age (Lagged) and proves nothing
+// for a row older than its retention (Retained: page); a replay answer the
+// profile reads as `page` (Finding.Page) pages once and leaves the row
+// open, and a row paged for any reason is never replayed again; `retry`
+// replays on a later pass without recording the answer (Adyen's
+// Transient-Error). A window without end (an id the client chose) is not
+// waited on: a row that cannot be replayed is paged once absence is
+// known.
 //
 // Every finding goes through Store.Apply with Evidence{Source: resolver}:
 // the same transition rules and the same outbox as a webhook. A row that

@@ -38,6 +38,14 @@ type Finding struct {
 	Currency string
 	// Replayed is the vendor's Idempotent-Replayed marker on a replay.
 	Replayed bool
+	// Duplicate is set by Find when more than one object carries the
+	// row's local id: the duplicate already happened. The row is paged at
+	// once and never replayed.
+	Duplicate bool
+	// Page is set by Replay when the vendor's answer means a human must
+	// look (the key was used with another payload): the row is paged once
+	// with this reason, stays open, and is never replayed again.
+	Page string
 	// Detail says in a few words what decided (for logs; no vendor secrets).
 	Detail string
 }

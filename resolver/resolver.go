@@ -358,7 +358,12 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	// restricted key, an unknown object kind) or its object never settles
 	// — is paged once its replay window has been closed for MaxBackoff:
 	// else nobody would hear of it.
-	stuck := !inFlight && now.After(row.ReplayWindowUntil.Add(r.opts.MaxBackoff))
+	stuck := !inFlight && now.After(windowEnd(row).Add(r.opts.MaxBackoff))
+	if endless(row) {
+		// A window without end never closes: a lookup that keeps failing
+		// is paged a day after the last attempt instead.
+		stuck = !inFlight && now.After(lastAttempt(row).Add(24*time.Hour))
+	}
 	if lk == nil {
 		if inFlight || now.Before(row.ReplayWindowUntil) {
 			return out
@@ -394,6 +399,12 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 			return r.page(ctx, row, now, "the vendor lookup keeps failing after the replay window", out)
 		}
 		return out
+	case f.Duplicate:
+		// More than one object carries the local id: the duplicate side
+		// effect already happened. No lag changes that; a replay would
+		// only make it worse.
+		out.add(ActionFound)
+		return r.page(ctx, row, now, "a duplicate already exists: "+f.Detail, out)
 	case f.Found:
 		out.add(ActionFound)
 		return r.settle(ctx, row, f, now, out)
@@ -401,11 +412,15 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 		// lastAttempt is PendingUntil: a report ends the lease at the
 		// report's time, an unreported attempt cannot outlive its lease, so
 		// no vendor object of this key can be younger. Search may not show it
-		// until SearchLag after that.
-		visibleBy := lastAttempt(row).Add(r.opts.SearchLag)
+		// until the lookup's lag after that.
+		visibleBy := lastAttempt(row).Add(r.searchLag(lk))
 		if now.Before(visibleBy) {
 			out.next = visibleBy.Add(jitter(r.opts.MinBackoff / 4))
 			return out
+		}
+		if rt, ok := lk.(Retained); ok && rt.Retention() > 0 && now.Sub(row.FirstSeenAt) > rt.Retention() {
+			// The vendor keeps objects only so long: a miss proves nothing.
+			return r.page(ctx, row, now, "older than the vendor's retention, so a lookup miss proves nothing", out)
 		}
 		out.add(ActionAbsent)
 	}
@@ -417,7 +432,9 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	}
 
 	frozen := r.opts.Frozen != nil && r.opts.Frozen(row.Tenant, row.Tool, row.ToolClass)
-	if row.Request != nil && ledger.RetryAllowed(row, now) && !frozen {
+	// A row paged already (a replay the vendor refused, a duplicate) is
+	// never replayed again: a human has it.
+	if row.Request != nil && ledger.RetryAllowed(row, now) && !frozen && row.PagedAt.IsZero() {
 		f, err := lk.Replay(ctx, row)
 		if err != nil {
 			if code := httpStatusOf(err); code >= 500 {
@@ -432,19 +449,48 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 			return out.failVendor(fmt.Errorf("replay: %w", err))
 		}
 		out.add(ActionReplayed)
+		if f.Page != "" {
+			return r.page(ctx, row, now, f.Page, out)
+		}
 		if f.Found || f.Status != "" {
 			return r.settle(ctx, row, f, now, out)
 		}
 		return out
 	}
-	if now.Before(row.ReplayWindowUntil) {
+	if now.Before(row.ReplayWindowUntil) && (frozen || !endless(row)) {
 		// Not replayable (no request stored, a stored 5xx, not an
 		// idempotent tool, frozen): wait for a webhook, a thaw or the
-		// window's end.
+		// window's end. A window without end (an id the client chose)
+		// would be waited on forever: only a thaw is worth waiting for.
 		out.next = minTime(now.Add(r.backoff(row, now)), row.ReplayWindowUntil.Add(jitter(r.opts.MinBackoff/4)))
 		return out
 	}
 	return r.page(ctx, row, now, "still "+string(row.Status)+" after the replay window", out)
+}
+
+// searchLag is how long after the last attempt a miss of lk counts as
+// absence: the lookup's own (a profile's min_age), else Options.SearchLag.
+func (r *Resolver) searchLag(lk Lookup) time.Duration {
+	if l, ok := lk.(Lagged); ok {
+		return l.SearchLag()
+	}
+	return r.opts.SearchLag
+}
+
+// windowEnd is when the row's window closed for the "still undecided"
+// pages: its replay window, but never before its last attempt (a vendor
+// without a window gets MaxBackoff after the attempt, not none).
+func windowEnd(row ledger.Row) time.Time {
+	if la := lastAttempt(row); la.After(row.ReplayWindowUntil) {
+		return la
+	}
+	return row.ReplayWindowUntil
+}
+
+// endless reports whether the row's replay window has no practical end
+// (vendors.Forever: the vendor took our id as the object's id).
+func endless(row ledger.Row) bool {
+	return row.ReplayWindowUntil.Sub(row.FirstSeenAt) >= 50*365*24*time.Hour
 }
 
 // settle applies a finding to the row through the ledger's transition and
@@ -470,7 +516,7 @@ func (r *Resolver) settle(ctx context.Context, row ledger.Row, f Finding, now ti
 			return r.page(ctx, updated, now, "vendor object disagrees with the expected amount", out)
 		}
 	}
-	if now.After(updated.ReplayWindowUntil.Add(r.opts.MaxBackoff)) && !now.Before(updated.PendingUntil) {
+	if now.After(windowEnd(updated).Add(r.opts.MaxBackoff)) && !now.Before(updated.PendingUntil) {
 		return r.page(ctx, updated, now, "the vendor object has not settled long after the replay window", out)
 	}
 	return out // progress: the receipt is stored, look again later

@@ -21,6 +21,7 @@ import (
 const drillUsage = `Usage:
   reconciler drill [--runtime go|python|typescript] [--clients DIR] [--json] [--run NAME]... [--timeout D] [--verbose]
   reconciler drill --tool NAME [--url URL] [--token T] [other flags as above]
+  reconciler drill --vendors [--json] [--run NAME]... [--timeout D] [--verbose]
 
 Runs the duplicate-delivery drills in-process: each drill gets a fresh
 temporary directory with an embedded bbolt ledger and an embedded NATS server
@@ -53,6 +54,10 @@ entry is left as it is and the exit status is 1.
   --list        print the drill names
   --timeout D   bound on each drill (default 15s)
   --verbose     log the components' debug output to stderr
+  --vendors     run the profiled-vendor drills instead: the generic resolver on the
+                shipped resend and postmark presets against fakes, the Go SDK as the
+                runtime (a replay with one email, a lookup that finds the committed
+                email, two matches that page, a closed window that pages once)
   --tool NAME   drill this registered tool, and check its duplicate_delivery_test box
   --url URL     the server the tool is registered on (default $RECONCILER_URL, else http://127.0.0.1:8080)
   --token T     the tool's tenant token (default $RECONCILER_TOKEN)
@@ -75,7 +80,9 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		runtime               = drill.RuntimeGo
 		clients               string
 		toolName, apiURL, tok string
+		profiled              bool
 	)
+	fs.BoolVar(&profiled, "vendors", false, "")
 	fs.StringVar(&toolName, "tool", "", "")
 	fs.StringVar(&apiURL, "url", "", "")
 	fs.StringVar(&tok, "token", "", "")
@@ -108,6 +115,12 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return usageErr("no runtime %q (have %s)", runtime, strings.Join(drill.Runtimes(), ", "))
 	}
 	names := drill.Names()
+	if profiled {
+		names = drill.ProfiledNames()
+		if toolName != "" || runtime != drill.RuntimeGo {
+			return usageErr("--vendors runs with the Go runtime and no --tool")
+		}
+	}
 	if list {
 		fmt.Fprintln(stdout, strings.Join(names, "\n"))
 		return 0
@@ -141,7 +154,11 @@ func runDrillWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	start := time.Now()
-	results, err := drill.Run(ctx, opts)
+	run := drill.Run
+	if profiled {
+		run = drill.RunProfiled
+	}
+	results, err := run(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "reconciler drill:", err)
 		return 1

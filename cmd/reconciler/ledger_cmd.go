@@ -470,7 +470,7 @@ func ledgerClean(s string) string {
 // server sends that are not listed follow in name order, so a newer server's
 // fields are shown too.
 var ledgerRowOrder = []string{
-	"key", "tenant", "status", "run_id", "tool", "tool_call_id", "vendor", "tool_class", "autonomy",
+	"key", "vendor_key", "tenant", "status", "run_id", "tool", "tool_call_id", "vendor", "tool_class", "autonomy",
 	"attempt", "upstream_receipt_id", "idempotent_replayed", "vendor_should_retry", "last_http_status",
 	"intent_fingerprint", "metadata_local_id",
 	"first_seen_at", "updated_at", "succeeded_at", "pending_until", "replay_window_until", "next_check_at", "paged_at",

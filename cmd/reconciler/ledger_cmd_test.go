@@ -165,7 +165,7 @@ func TestLedgerShowEveryField(t *testing.T) {
 	row := ledger.Row{
 		Tenant: "acme", Key: "k1", IntentFingerprint: "fp", MetadataLocalID: "rl_1", RunID: "run", Tool: "t",
 		ToolCallID: "c", Vendor: "stripe", ToolClass: ledger.ClassWriteLedger, Status: ledger.StatusSucceeded,
-		Attempt: 2, UpstreamReceiptID: "pi_1", IdempotentReplayed: true, VendorShouldRetry: &yes, LastHTTPStatus: 200,
+		Attempt: 2, VendorKey: "vk1", UpstreamReceiptID: "pi_1", IdempotentReplayed: true, VendorShouldRetry: &yes, LastHTTPStatus: 200,
 		Result:      `{"content":[]}`,
 		FirstSeenAt: ledgerT0, UpdatedAt: ledgerT0, SucceededAt: ledgerT0, PagedAt: ledgerT0, PendingUntil: ledgerT0,
 		ReplayWindowUntil: ledgerT0, NextCheckAt: ledgerT0, CompensationOf: "k0", CompensationAction: "refund",

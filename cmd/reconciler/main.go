@@ -29,6 +29,9 @@ func run() int {
 	if len(os.Args) > 1 && os.Args[1] == "tools" {
 		return runTools(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "vendors" {
+		return runVendors(ctx, os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "nats-creds" {
 		return runNATSCreds(os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
 	}

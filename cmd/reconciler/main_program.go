@@ -319,6 +319,8 @@ func (m *Main) usage(w io.Writer) {
                                            sign a fixtures/ payload as the vendor would and post it
   reconciler ledger list|show|resolve      an operator's view of rows through the admin API
   reconciler tools apply|list|show|delete  a tenant's tool registry: apply -f FILE registers a YAML file's entries
+  reconciler vendors list|check NAME       the vendor profiles, and what the resolver would decide for one
+                                           local id (--probe: whether the vendor honours the key at all)
   reconciler nats-creds --tenant T|--service
                                            make a NATS credential for the event bus and print its permissions
   reconciler mcp-gate [flags] -- COMMAND   an MCP server in front of another that puts its writes under the ledger

@@ -170,6 +170,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		BodyLimit:      int64(cfg.BodyLimit),
 		Policy:         cfg.Policy(),
 		ReplayWindow:   cfg.ReplayWindow,
+		VendorKey:      cfg.VendorKey,
 		WakeRelay:      relay.Wake,
 		Backup:         backuperOf(st),
 		Ready: append([]api.ReadyCheck{
@@ -428,6 +429,20 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 			return err
 		}
 		lookups["paypal"] = pl
+	}
+	// Every profiled vendor the resolver can call runs the generic engine;
+	// one without an api_base (a standard: endpoint's) is paged after its
+	// window, as any vendor without a lookup.
+	for _, p := range cfg.Profiles() {
+		if !p.Callable() {
+			continue
+		}
+		pl, err := resolver.NewProfiled(p, vendorClient(tp))
+		if err != nil {
+			return err
+		}
+		lookups[p.Name] = pl
+		log.Info("vendor profile", "vendor", p)
 	}
 	res := resolver.New(st, resolver.Options{
 		Lookups: lookups, Pager: pager, Frozen: frozen, Interval: cfg.Resolver.Interval, SearchLag: cfg.Stripe.SearchLag,

@@ -114,6 +114,7 @@ from .models import (
     ToolClass,
     WorkItem,
 )
+from .placement import place_key
 from .results import RESULT_HEADERS, classify, is_timeout, result_from_exception, result_from_response, stripe_result
 from .guard import GuardAnswer, GuardContext, answer_error, guarded_tool, model_tool_name
 from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrub_schema
@@ -127,6 +128,7 @@ __all__ = [
     "Traceparent",
     "valid_traceparent",
     "Worker",
+    "place_key",
     "WorkFunc",
     "WorkOutcome",
     "WorkStatus",

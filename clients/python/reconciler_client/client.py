@@ -84,7 +84,10 @@ DEFAULT_RETRIES = 4
 DEFAULT_MAX_RESPONSE = 4 << 20
 
 #: CallFunc makes the vendor call for one attempt: it must send key as the
-#: vendor's idempotency key and local_id in the vendor's metadata
+#: vendor's idempotency key, where the vendor's profile places it (key is
+#: the row's vendor_key: the ledger key, or the digest of it the profile
+#: asks for; ``place_key`` puts it in a header or a JSON body path), and
+#: local_id in the vendor's metadata
 #: (metadata[metadata_local_id] for Stripe, custom_id for PayPal). It returns
 #: the vendor's answer as a Result, or raises: an exception that carries an
 #: answer (urllib's HTTPError, requests' HTTPError, a StripeError) is that
@@ -638,7 +641,7 @@ class Client:
         try:
             tok = _ATTEMPT_ROW.set(out.row)
             try:
-                ret = call(out.key, out.local_id)
+                ret = call(out.vendor_key or out.key, out.local_id)
             finally:
                 _ATTEMPT_ROW.reset(tok)
         except Exception as e:  # the call's error return, as in the Go SDK
@@ -885,6 +888,7 @@ def _outcome_of(resp: ClaimResponse) -> Outcome:
     if resp.row is not None:
         out.row = resp.row
         out.key, out.local_id = resp.row.key, resp.row.metadata_local_id
+        out.vendor_key = resp.row.vendor_key or resp.row.key
     return out
 
 

@@ -326,6 +326,7 @@ class Approval:
 _ROW_STRINGS = (
     "tenant",
     "key",
+    "vendor_key",
     "intent_fingerprint",
     "metadata_local_id",
     "run_id",
@@ -356,6 +357,9 @@ class Row:
 
     tenant: str = ""
     key: str = ""
+    #: The key to send to the vendor (where its profile's placement says):
+    #: the key itself, or the digest of it the vendor's profile asks for.
+    vendor_key: str = ""
     intent_fingerprint: str = ""
     #: rl_ + 32 hex: write it into the vendor's metadata so a webhook finds the row.
     metadata_local_id: str = ""
@@ -640,6 +644,9 @@ class Outcome:
     decision: str = ""
     key: str = ""
     local_id: str = ""
+    #: The row's vendor_key: what the call got as its key (the ledger key
+    #: unless the vendor's profile shortens or reshapes it).
+    vendor_key: str = ""
     #: The row as do() last saw it: after the report, or as replayed.
     row: Optional[Row] = None
     #: True when do() called the vendor; result is then its answer.

@@ -311,7 +311,13 @@ class Worker:
 
     def _call(self, w: WorkItem, handler: WorkFunc, resp: ClaimResponse) -> WorkOutcome:
         assert resp.row is not None
-        out = Outcome(decision=resp.decision, key=resp.row.key, local_id=resp.row.metadata_local_id, row=resp.row)
+        out = Outcome(
+            decision=resp.decision,
+            key=resp.row.key,
+            local_id=resp.row.metadata_local_id,
+            vendor_key=resp.row.vendor_key or resp.row.key,
+            row=resp.row,
+        )
 
         def call(key: str, local_id: str) -> Result:
             return self._bounded(handler, key, local_id, w)

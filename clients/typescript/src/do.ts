@@ -78,6 +78,8 @@ export interface Outcome {
   decision: Decision;
   key: string;
   localId: string;
+  /** vendorKey is the row's vendor_key: what the call sent as the vendor's key. */
+  vendorKey: string;
   /** row is the row as do() last saw it: after the report, or as replayed. */
   row: Row | null;
   /** called is true when do() called the vendor; result is then its answer. */
@@ -183,6 +185,7 @@ export function newOutcome(resp: ClaimResponse): Outcome {
     decision: resp.decision,
     key: resp.row?.key ?? "",
     localId: resp.row?.metadata_local_id ?? "",
+    vendorKey: resp.row?.vendor_key || resp.row?.key || "",
     row: resp.row,
     called: false,
     result: {},

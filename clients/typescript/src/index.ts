@@ -57,6 +57,7 @@ export {
   validTraceparent,
 } from "./client.js";
 export type { CallContext, CallFunc, DoOptions, Outcome } from "./do.js";
+export { type Placement, placeKey } from "./placement.js";
 export {
   AbortedError,
   ApiError,

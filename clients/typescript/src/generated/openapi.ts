@@ -966,6 +966,8 @@ export interface components {
         Row: {
             tenant: string;
             key: string;
+            /** @description The key to send to the vendor, where its profile's idempotency placement says (a header, a JSON body path, the object id). The key itself when it fits the vendor's max_key_len and key format, else a digest of it that does; fixed when the row is inserted, the same on every retry and replay. */
+            vendor_key: string;
             /** @description Hex SHA-256 of the intent's RFC 8785 canonical JSON. */
             intent_fingerprint: string;
             /** @description rl_ + 32 hex; write it into vendor metadata so a webhook finds the row. */

@@ -65,7 +65,9 @@ type Config struct {
 	// Webhooks are the endpoints served from a preset (or declared knobs):
 	// POST /webhooks/{preset}/{name} (webhook_presets.go).
 	Webhooks []WebhookEndpoint `yaml:"webhooks"`
-	Events   EventsConfig      `yaml:"events"`
+	// Vendors are the vendor profiles (vendors.go, docs/vendors.md).
+	Vendors VendorList   `yaml:"vendors"`
+	Events  EventsConfig `yaml:"events"`
 
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
@@ -350,10 +352,8 @@ func (c Config) ReplayWindow(vendor string, req *ledger.Request) time.Duration {
 		}
 		return c.PayPal.ReplayWindow
 	}
-	for _, e := range c.Standard.Endpoints {
-		if e.Vendor == vendor {
-			return e.ReplayWindow
-		}
+	if w, ok := c.profileWindow(vendor); ok {
+		return w
 	}
 	return 0
 }
@@ -422,6 +422,10 @@ func (c Config) clone() Config {
 		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
 	}
 	out.Webhooks = cloneWebhooks(c.Webhooks)
+	out.Vendors = make(VendorList, len(c.Vendors))
+	for i, p := range c.Vendors {
+		out.Vendors[i] = p.Clone()
+	}
 	out.Console.VendorLinks = maps.Clone(c.Console.VendorLinks)
 	if c.EventTypes != nil {
 		out.EventTypes = make(map[string]map[string]matcher.Action, len(c.EventTypes))

@@ -761,7 +761,7 @@ func TestRedactString(t *testing.T) {
 func TestRedactedCoversEverySecretField(t *testing.T) {
 	// Public keys and the paths of files (the seed in an nkey file is a
 	// secret; its path is not, and the nats CLI takes it as a flag).
-	notSecret := map[string]bool{"metadata_key": true, "key_encoding": true, "nats_nkeys": true, "nats_nkey": true, "nats_key": true, "nats_listen_key": true}
+	notSecret := map[string]bool{"metadata_key": true, "key_encoding": true, "max_key_len": true, "key_format": true, "nats_nkeys": true, "nats_nkey": true, "nats_key": true, "nats_listen_key": true}
 	var walk func(reflect.Type, string)
 	walk = func(rt reflect.Type, path string) {
 		for i := range rt.NumField() {

@@ -25,6 +25,9 @@ const RedactedText = "REDACTED"
 func (c Config) Redacted() Config {
 	out := c.clone()
 	redactStruct(reflect.ValueOf(&out).Elem())
+	for i, p := range out.Vendors {
+		out.Vendors[i] = p.Redacted()
+	}
 	return out
 }
 

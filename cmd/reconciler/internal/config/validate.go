@@ -176,6 +176,7 @@ func (c Config) Validate() error {
 	}
 
 	v.webhooks(c.Webhooks, known)
+	v.vendors(c)
 	v.console(c.Console)
 
 	for _, vendor := range sortedKeys(c.EventTypes) {

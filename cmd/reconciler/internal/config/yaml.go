@@ -219,6 +219,12 @@ func (d *yamlDecoder) fail(line int, path, format string, args ...any) {
 
 var textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 
+// nodeDecoder is a setting that reads its own YAML (VendorList: package
+// vendors owns the profiles' keys), reporting problems as config errors.
+type nodeDecoder interface {
+	decodeNode(n *yaml.Node, o *origin, getenv func(string) string) []error
+}
+
 // decode stores node n into v. line is where the value is written (the key's
 // line for a mapping entry), used for positions and errors.
 func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
@@ -238,6 +244,10 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 	}
 	if path != "" {
 		d.o.lines[path] = line
+	}
+	if h, ok := v.Addr().Interface().(nodeDecoder); ok {
+		d.errs = append(d.errs, h.decodeNode(n, d.o, d.getenv)...)
+		return
 	}
 	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 	t := v.Type()

@@ -22,6 +22,9 @@ var fullEnv = map[string]string{
 	"SLACK_HOOK_SECRET":      "SeKrEt0008",
 	"ACME_APPROVER_TOKEN":    "approver-SeKrEt-token-0009",
 	"SQUARE_SIGNATURE_KEY":   "square-SeKrEt-0010",
+	"RESEND_API_KEY":         "re_SeKrEt_0013",
+	"POSTMARK_SERVER_TOKEN":  "pm-SeKrEt-0011",
+	"CRM_TOKEN":              "crm-SeKrEt-0012",
 }
 
 // FullEnv returns a copy of the variables internal/config/testdata/full.yaml
