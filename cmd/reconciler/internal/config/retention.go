@@ -37,6 +37,14 @@ func (c Config) LongestReplayWindow() (time.Duration, string) {
 			d, key = e.ReplayWindow, fmt.Sprintf("standard.endpoints[%d].replay_window", i)
 		}
 	}
+	// A vendor profile's window too. A forever window (client-chosen ids)
+	// is left out: that vendor refuses a second object under the same id
+	// for good, so a claim made afresh after retention cannot duplicate it.
+	for i, p := range c.Vendors {
+		if w := p.ReplayWindow; !w.IsForever() && w.Duration() > d {
+			d, key = w.Duration(), fmt.Sprintf("vendors[%d].replay_window (%s)", i, p.Name)
+		}
+	}
 	return d, key
 }
 

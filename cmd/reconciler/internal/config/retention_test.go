@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentledger/reconciler/vendors"
 )
 
 func TestRetentionValidation(t *testing.T) {
@@ -36,5 +38,19 @@ retention: {settled_rows: 900h}`, want: "standard.endpoints[0].replay_window (10
 				t.Fatalf("settled_rows = %s, want %s", c.Retention.SettledRows, tc.settled)
 			}
 		})
+	}
+}
+
+// TestRetentionCoversVendorWindows: a vendor profile's replay window bounds
+// retention as the built-in vendors' do; a forever window does not.
+func TestRetentionCoversVendorWindows(t *testing.T) {
+	c := Config{Vendors: VendorList{
+		{Name: "resend", ReplayWindow: vendors.Window(24 * time.Hour)},
+		{Name: "adyen", ReplayWindow: vendors.Window(744 * time.Hour)},
+		{Name: "linear", ReplayWindow: vendors.Window(vendors.Forever)},
+	}}
+	d, key := c.LongestReplayWindow()
+	if d != 744*time.Hour || key != "vendors[1].replay_window (adyen)" {
+		t.Fatalf("longest window: %s from %q, want 744h from adyen's profile", d, key)
 	}
 }
