@@ -29,6 +29,9 @@ var (
 	bucketApprovals         = []byte("approvals")           // approval id → tenant \x00 key
 	bucketApprovalsDue      = []byte("approvals_due")       // be64(expires_at) ‖ tenant \x00 key → empty; open approvals only
 	bucketApprovalsByTenant = []byte("approvals_by_tenant") // tenant \x00 be64(expires_at) ‖ key → empty; open approvals only
+	// The Idempotency-Key records (idempotency.go).
+	bucketIdempotency       = []byte("idempotency")         // scope \x00 key hash → JSON ledger.IdempotencyRecord
+	bucketIdempotencyByTime = []byte("idempotency_by_time") // be64(at) ‖ scope \x00 key hash → empty
 )
 
 // allBuckets is an array, so a transaction's handle cache can be sized by
@@ -38,6 +41,7 @@ var allBuckets = [...][]byte{
 	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
 	bucketFreezes, bucketTools, bucketApprovals, bucketApprovalsDue, bucketApprovalsByTenant,
+	bucketIdempotency, bucketIdempotencyByTime,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.

@@ -46,9 +46,14 @@ var errClosed = fmt.Errorf("postgres: store closed: %w", ledger.ErrUnavailable)
 // (an insert met a row committed after this transaction looked for it).
 var errRace = errors.New("lost an insert race")
 
-// errCommitUnknown means the connection failed while COMMIT was in flight:
-// the transaction may or may not have committed, so it is not re-run.
+// errCommitUnknown means the connection failed while COMMIT was in flight
+// and the transaction's status could not be read back in time: it may or
+// may not have committed, so it is not re-run.
 var errCommitUnknown = errors.New("commit outcome unknown")
+
+// errCommitAborted means a COMMIT whose answer was lost was read back as
+// aborted: nothing committed, and the flow runs again.
+var errCommitAborted = errors.New("commit read back as aborted")
 
 // Store is the PostgreSQL-backed ledger.Store. It is safe for concurrent use
 // by many goroutines and by many processes sharing one database.
@@ -73,6 +78,9 @@ type Store struct {
 	closeOnce  sync.Once
 
 	retries atomic.Uint64
+	// commitsSettled counts COMMITs whose answer was lost and whose
+	// outcome was read back (settleCommit).
+	commitsSettled atomic.Uint64
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -261,38 +269,57 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	if !write {
 		return fn(&pgTx{ctx: ctx, q: s.pool})
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return dbErr("begin", err)
 	}
-	t := &pgTx{ctx: ctx, q: tx, write: true, channel: s.channel}
+	// Release destroys a connection left inside a transaction (pgxpool
+	// checks its status), so no path below leaks one back to the pool.
+	defer conn.Release()
+	// BEGIN and the transaction's id in one round trip: the id is the
+	// marker that settles a COMMIT whose answer was lost (settleCommit).
+	res, err := conn.Conn().PgConn().Exec(ctx, beginSQL).ReadAll()
+	if err != nil {
+		return dbErr("begin", err)
+	}
+	if len(res) != 2 || len(res[1].Rows) != 1 || len(res[1].Rows[0]) != 1 {
+		return dbErr("begin", errors.New("no transaction id"))
+	}
+	xid := string(res[1].Rows[0][0])
+	t := &pgTx{ctx: ctx, q: conn, write: true, channel: s.channel}
+	rollback := func() {
+		// The rollback must reach the server even when ctx is done, or the
+		// connection stays mid-transaction (Release then closes it).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Conn().PgConn().Exec(rctx, "ROLLBACK").ReadAll()
+		cancel()
+	}
 	// A panic in fn must not leave the transaction open: its connection
 	// (and the row and advisory locks it holds) would never go back to the
 	// pool, and Close would wait for it for ever.
 	defer func() {
 		if r := recover(); r != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = tx.Rollback(rctx)
-			cancel()
+			rollback()
 			panic(r)
 		}
 	}()
 	if err := fn(t); err != nil {
-		// The rollback must reach the server even when ctx is done, or the
-		// connection goes back to the pool mid-transaction (pgx closes it).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = tx.Rollback(rctx)
-		cancel()
+		rollback()
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
-			// The server answered COMMIT with an error, or nothing was
-			// sent: either way nothing committed.
+	res, err = conn.Conn().PgConn().Exec(ctx, "COMMIT").ReadAll()
+	if err == nil && (len(res) != 1 || res[0].CommandTag.String() != "COMMIT") {
+		// The server ended the transaction without committing it (an
+		// earlier statement failed and the flow went on regardless).
+		return dbErr("commit", errors.New("the transaction was rolled back"))
+	}
+	if err != nil {
+		if commitRefused(err) {
 			return dbErr("commit", err)
 		}
-		return dbErr("commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
+		if err := s.settleCommit(ctx, xid, err); err != nil {
+			return err
+		}
 	}
 	if t.appended {
 		s.signal()
@@ -300,10 +327,74 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	return nil
 }
 
+// beginSQL opens a write transaction and returns its id (PostgreSQL 13+).
+const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_current_xact_id()::text"
+
+// commitRefused reports whether a failed COMMIT is proven not to have
+// committed: it was never sent, or the server answered it with an error
+// that ends only the transaction (a serialization failure, a deadlock, a
+// deferred constraint). A FATAL or PANIC answer (an immediate shutdown's
+// 57P01/57P02 can follow a flushed commit record), a dropped connection or
+// a transport error proves nothing: settleCommit asks.
+func commitRefused(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	sev := pgErr.SeverityUnlocalized
+	if sev == "" {
+		sev = pgErr.Severity
+	}
+	return sev == "ERROR"
+}
+
+// settleCommit finds out whether the transaction xid committed after its
+// COMMIT failed with cause (commitRefused false): it asks the server for
+// the transaction's status on another connection, with backoff while the
+// database is unreachable or the old backend is still finishing. Committed:
+// nil — the flow's results stand, nothing runs again. Aborted: an error
+// that re-runs the flow (errCommitAborted). Still unknown when the retry
+// time or ctx ends: errCommitUnknown, never a blind re-run.
+func (s *Store) settleCommit(ctx context.Context, xid string, cause error) error {
+	s.commitsSettled.Add(1)
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval = 5 * time.Millisecond
+	eb.MaxInterval = 500 * time.Millisecond
+	eb.MaxElapsedTime = s.retryTimeout
+	eb.Reset()
+	for {
+		var status *string
+		err := s.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, xid).Scan(&status)
+		switch {
+		case err == nil && status != nil && *status == "committed":
+			s.logger.Warn("postgres: a commit whose answer was lost had committed", "err", cause)
+			return nil
+		case err == nil && status != nil && *status == "aborted":
+			return dbErr("commit", fmt.Errorf("%w: %w", errCommitAborted, cause))
+		case err == nil && status == nil:
+			// Too old for the commit log: cannot happen within the retry time.
+			return dbErr("commit", fmt.Errorf("%w: transaction status forgotten: %w", errCommitUnknown, cause))
+		}
+		wait := eb.NextBackOff()
+		if wait == backoff.Stop || ctx.Err() != nil {
+			return dbErr("commit", fmt.Errorf("%w: %w", errCommitUnknown, errors.Join(cause, err, ctx.Err())))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
 // retryable reports whether a failed transaction (which did not commit) may
 // succeed when run again.
 func retryable(err error) bool {
-	if errors.Is(err, errRace) {
+	if errors.Is(err, errRace) || errors.Is(err, errCommitAborted) {
 		return true
 	}
 	if errors.Is(err, errCommitUnknown) {

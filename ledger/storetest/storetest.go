@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"OutboxAutonomy", testOutboxAutonomy},
 		{"CountRows", testCountRows},
 		{"Traceparent", testTraceparent},
+		{"Idempotency", testIdempotency},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},
 		{"Linearizable", testLinearizable},
