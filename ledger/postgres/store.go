@@ -307,6 +307,11 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		rollback()
 		return err
 	}
+	if conn.Conn().PgConn().IsClosed() {
+		// The connection died under the flow's last statement: COMMIT is
+		// never sent, so nothing committed.
+		return dbErr("commit", errors.New("conn closed before COMMIT"))
+	}
 	res, err = conn.Conn().PgConn().Exec(ctx, "COMMIT").ReadAll()
 	if err == nil && (len(res) != 1 || res[0].CommandTag.String() != "COMMIT") {
 		// The server ended the transaction without committing it (an
@@ -330,16 +335,15 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 // beginSQL opens a write transaction and returns its id (PostgreSQL 13+).
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_current_xact_id()::text"
 
-// commitRefused reports whether a failed COMMIT is proven not to have
-// committed: it was never sent, or the server answered it with an error
-// that ends only the transaction (a serialization failure, a deadlock, a
+// commitRefused reports whether a COMMIT that was sent and failed is
+// proven not to have committed: the server answered it with an error that
+// ends only the transaction (a serialization failure, a deadlock, a
 // deferred constraint). A FATAL or PANIC answer (an immediate shutdown's
 // 57P01/57P02 can follow a flushed commit record), a dropped connection or
-// a transport error proves nothing: settleCommit asks.
+// a transport error proves nothing: settleCommit asks. (pgconn.SafeToRetry
+// is not asked: when the connection drops while COMMIT's answer is read,
+// pgconn v5.12 reports "conn closed", an error it calls safe to retry.)
 func commitRefused(err error) bool {
-	if pgconn.SafeToRetry(err) {
-		return true
-	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return false
