@@ -121,6 +121,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
 		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
 	})
+	m.goUntilClose(stageResolver, "idempotency-pruner", func(ctx context.Context) error {
+		return pruneIdempotency(ctx, st, ledger.IdempotencyRetention(cfg.Policy()), m.Now, log)
+	})
 
 	srv, err := api.New(api.Options{
 		KillSwitch:     kill,
