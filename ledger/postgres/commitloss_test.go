@@ -10,10 +10,11 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 )
 
-// The simple-protocol COMMIT a write transaction ends with, and the
-// server's CommandComplete for it: 'Q'/'C', a length of 11, "COMMIT\0".
+// The end of the simple-protocol query a write transaction ends with (its
+// commit marker's INSERT, then COMMIT), and the server's CommandComplete
+// for the COMMIT: 'C', a length of 11, "COMMIT\0".
 var (
-	commitQuery = []byte("Q\x00\x00\x00\x0bCOMMIT\x00")
+	commitQuery = []byte("; COMMIT\x00")
 	commitDone  = []byte("C\x00\x00\x00\x0bCOMMIT\x00")
 )
 

@@ -70,8 +70,13 @@ func (t *pgTx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRecor
 }
 
 // PruneIdempotency deletes the Idempotency-Key records last written before
-// cutoff, oldest first, pruneChunk per transaction: O(removed).
+// cutoff, oldest first, pruneChunk per transaction: O(removed). It also
+// deletes the commit markers older than markerRetention (they are not
+// counted).
 func (s *Store) PruneIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := s.pruneMarkers(ctx); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		var n int
@@ -91,6 +96,26 @@ func (s *Store) PruneIdempotency(ctx context.Context, cutoff time.Time) (int, er
 		total += n
 		if n < pruneChunk {
 			return total, nil
+		}
+	}
+}
+
+// markerRetention is how long a commit marker is kept: far longer than a
+// settleCommit can take (the store's retry time).
+const markerRetention = 10 * time.Minute
+
+// pruneMarkers deletes the commit markers older than markerRetention, by
+// the server's clock, pruneChunk per statement.
+func (s *Store) pruneMarkers(ctx context.Context) error {
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM commit_markers WHERE id IN (
+			SELECT id FROM commit_markers WHERE at < now() - make_interval(secs => $1) ORDER BY at LIMIT $2)`,
+			markerRetention.Seconds(), pruneChunk)
+		if err != nil {
+			return fmt.Errorf("prune commit markers: %w", dbErr("prune commit markers", err))
+		}
+		if tag.RowsAffected() < pruneChunk {
+			return nil
 		}
 	}
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -276,16 +277,9 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// Release destroys a connection left inside a transaction (pgxpool
 	// checks its status), so no path below leaks one back to the pool.
 	defer conn.Release()
-	// BEGIN and the transaction's id in one round trip: the id is the
-	// marker that settles a COMMIT whose answer was lost (settleCommit).
-	res, err := conn.Conn().PgConn().Exec(ctx, beginSQL).ReadAll()
-	if err != nil {
+	if _, err := conn.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED").ReadAll(); err != nil {
 		return dbErr("begin", err)
 	}
-	if len(res) != 2 || len(res[1].Rows) != 1 || len(res[1].Rows[0]) != 1 {
-		return dbErr("begin", errors.New("no transaction id"))
-	}
-	xid := string(res[1].Rows[0][0])
 	t := &pgTx{ctx: ctx, q: conn, write: true, channel: s.channel}
 	rollback := func() {
 		// The rollback must reach the server even when ctx is done, or the
@@ -312,8 +306,11 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		// never sent, so nothing committed.
 		return dbErr("commit", errors.New("conn closed before COMMIT"))
 	}
-	res, err = conn.Conn().PgConn().Exec(ctx, "COMMIT").ReadAll()
-	if err == nil && (len(res) != 1 || res[0].CommandTag.String() != "COMMIT") {
+	// The transaction's marker goes in with the COMMIT, in one round trip:
+	// it is what settles a COMMIT whose answer was lost (settleCommit).
+	marker := newMarker()
+	res, err := conn.Conn().PgConn().Exec(ctx, "INSERT INTO commit_markers (id) VALUES ('"+marker+"'); COMMIT").ReadAll()
+	if err == nil && (len(res) != 2 || res[1].CommandTag.String() != "COMMIT") {
 		// The server ended the transaction without committing it (an
 		// earlier statement failed and the flow went on regardless).
 		return dbErr("commit", errors.New("the transaction was rolled back"))
@@ -322,7 +319,7 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		if commitRefused(err) {
 			return dbErr("commit", err)
 		}
-		if err := s.settleCommit(ctx, xid, err); err != nil {
+		if err := s.settleCommit(ctx, marker, err); err != nil {
 			return err
 		}
 	}
@@ -332,8 +329,13 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	return nil
 }
 
-// beginSQL opens a write transaction and returns its id (PostgreSQL 13+).
-const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_current_xact_id()::text"
+// newMarker is a transaction's commit marker: 128 random bits in hex
+// (safe to write into the statement's text).
+func newMarker() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // commitRefused reports whether a COMMIT that was sent and failed is
 // proven not to have committed: the server answered it with an error that
@@ -355,14 +357,19 @@ func commitRefused(err error) bool {
 	return sev == "ERROR"
 }
 
-// settleCommit finds out whether the transaction xid committed after its
-// COMMIT failed with cause (commitRefused false): it asks the server for
-// the transaction's status on another connection, with backoff while the
-// database is unreachable or the old backend is still finishing. Committed:
-// nil — the flow's results stand, nothing runs again. Aborted: an error
-// that re-runs the flow (errCommitAborted). Still unknown when the retry
-// time or ctx ends: errCommitUnknown, never a blind re-run.
-func (s *Store) settleCommit(ctx context.Context, xid string, cause error) error {
+// settleCommit finds out whether the transaction whose COMMIT failed with
+// cause (commitRefused false) committed, from the marker it wrote: it
+// inserts the same marker on another connection. A conflict means the
+// transaction committed: nil, the flow's results stand and nothing runs
+// again. An insert means it did not — and the marker now taken, it never
+// will — so the flow runs again (errCommitAborted). While the old backend
+// is still finishing, the insert waits for it on the marker's unique key;
+// while the database is unreachable it is retried with backoff. Still
+// unknown when the retry time or ctx ends: errCommitUnknown, never a blind
+// re-run. (The transaction id and pg_xact_status would not do: after a
+// crash, an id whose transaction never reached the WAL is handed out
+// again, and its status is another transaction's.)
+func (s *Store) settleCommit(ctx context.Context, marker string, cause error) error {
 	s.commitsSettled.Add(1)
 	eb := backoff.NewExponentialBackOff()
 	eb.InitialInterval = 5 * time.Millisecond
@@ -370,17 +377,13 @@ func (s *Store) settleCommit(ctx context.Context, xid string, cause error) error
 	eb.MaxElapsedTime = s.retryTimeout
 	eb.Reset()
 	for {
-		var status *string
-		err := s.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, xid).Scan(&status)
+		tag, err := s.pool.Exec(ctx, `INSERT INTO commit_markers (id) VALUES ($1) ON CONFLICT DO NOTHING`, marker)
 		switch {
-		case err == nil && status != nil && *status == "committed":
+		case err == nil && tag.RowsAffected() == 0:
 			s.logger.Warn("postgres: a commit whose answer was lost had committed", "err", cause)
 			return nil
-		case err == nil && status != nil && *status == "aborted":
+		case err == nil:
 			return dbErr("commit", fmt.Errorf("%w: %w", errCommitAborted, cause))
-		case err == nil && status == nil:
-			// Too old for the commit log: cannot happen within the retry time.
-			return dbErr("commit", fmt.Errorf("%w: transaction status forgotten: %w", errCommitUnknown, cause))
 		}
 		wait := eb.NextBackOff()
 		if wait == backoff.Stop || ctx.Err() != nil {

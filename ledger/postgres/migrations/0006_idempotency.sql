@@ -12,3 +12,15 @@ CREATE TABLE idempotency (
 );
 
 CREATE INDEX idempotency_at_idx ON idempotency (at);
+
+-- A COMMIT whose answer was lost is settled by the marker its transaction
+-- wrote with it (store.go, settleCommit): a second insert of the marker
+-- conflicts if the transaction committed, waits while it is finishing, and
+-- takes the marker (so it never commits) if it did not. Markers are read
+-- within seconds; PruneIdempotency deletes those older than ten minutes.
+CREATE TABLE commit_markers (
+    id text COLLATE "C" PRIMARY KEY,
+    at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX commit_markers_at_idx ON commit_markers (at);
