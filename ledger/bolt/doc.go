@@ -30,6 +30,8 @@
 //	approvals      approval id                          → tenant \x00 key
 //	approvals_due  expires_at ‖ tenant \x00 key         → (open approvals only: the expiry job)
 //	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
+//	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key)
+//	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned))
 //	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts
