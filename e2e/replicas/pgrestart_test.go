@@ -23,6 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/internal/fakestripe"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -130,12 +134,14 @@ func (p *privatePG) stop(mode string) {
 	_ = cmd.Run() // cleanup after a stop finds none running
 }
 
-// ack is an acknowledged first claim of a new intent: its answer.
+// ack is an acknowledged first claim of a new intent: its answer, and
+// whether a signed webhook that settles it was acknowledged too.
 type ack struct {
 	key          string
 	attempt      int
 	pendingUntil time.Time
 	firstSeen    time.Time
+	webhooked    bool
 }
 
 // TestDatabaseRestartUnderLoad runs three replicas on a private PostgreSQL
@@ -148,7 +154,8 @@ type ack struct {
 // 500; they reconnect by themselves; no first claim of
 // a new intent is ever answered wait (a COMMIT whose answer was lost is
 // read back, never re-run, and a resend gets its lease back); every
-// acknowledged claim reads back unchanged.
+// acknowledged claim reads back unchanged; every acknowledged webhook's
+// event is published exactly once.
 func TestDatabaseRestartUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test: skipped with -short")
@@ -160,7 +167,7 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	stream, prefix := "RT_"+strings.ToUpper(run), "rt"+run
-	natsJS(t, stream)
+	js := natsJS(t, stream)
 	stripe := fakestripe.New(t, fakestripe.Options{}) // the resolvers look, and find nothing
 	c := newCluster(t, bin, pg.URL(), stream, prefix, stripe.URL(), 3)
 	for i := range 3 {
@@ -178,6 +185,47 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 		resent   atomic.Int64 // keyless claims answered wait after a resend
 		stopLoad = make(chan struct{})
 	)
+	// webhook delivers the signed payment_intent.succeeded of a claimed
+	// row until a replica acknowledges it (2xx); a 500 fails the test.
+	webhook := func(client, i int, localID string) error {
+		payload := fixtures.Load("stripe/2024-06-20/payment_intent.succeeded")
+		var err error
+		for _, kv := range [][2]string{
+			{"metadata_local_id", localID}, {"id", fmt.Sprintf("evt_pg_%s_%d_%d", run, client, i)}, {"data.object.id", receiptFor(localID)},
+		} {
+			if payload, err = fixtures.Set(payload, kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		for try := 0; ; try++ {
+			if ctx.Err() != nil {
+				return fmt.Errorf("webhook c%d_%d: %w", client, i, ctx.Err())
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addrs[(client+try)%len(addrs)]+"/webhooks/stripe", bytes.NewReader(payload))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Stripe-Signature", fixtures.SignStripe(payload, time.Now(), stripeSecret))
+			resp, err := hc.Do(req)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+			switch {
+			case resp.StatusCode/100 == 2:
+				return nil
+			case resp.StatusCode == http.StatusInternalServerError:
+				return fmt.Errorf("webhook c%d_%d: 500 %s", client, i, data)
+			case resp.StatusCode >= 500:
+				time.Sleep(100 * time.Millisecond)
+			default:
+				return fmt.Errorf("webhook c%d_%d: %d %s", client, i, resp.StatusCode, data)
+			}
+		}
+	}
 	// claim sends one logical claim until a replica answers it with a
 	// decision; it records every status it saw. Odd clients send an
 	// Idempotency-Key (the same on every resend); even ones send none, so
@@ -240,8 +288,17 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 				return fmt.Errorf("first claim of a new intent c%d_%d answered %d %s at attempt %d, want 201 proceed at attempt 1 (after %d sends)",
 					client, i, resp.StatusCode, out.Decision, out.Row.Attempt, try+1)
 			}
+			a := ack{key: out.Row.Key, attempt: out.Row.Attempt, pendingUntil: out.Row.PendingUntil, firstSeen: out.Row.FirstSeenAt}
+			if client < 4 {
+				// Four clients also deliver the vendor's signed webhook
+				// for each key, through the restarts.
+				if err := webhook(client, i, out.Row.MetadataLocalID); err != nil {
+					return err
+				}
+				a.webhooked = true
+			}
 			mu.Lock()
-			acks = append(acks, ack{key: out.Row.Key, attempt: out.Row.Attempt, pendingUntil: out.Row.PendingUntil, firstSeen: out.Row.FirstSeenAt})
+			acks = append(acks, a)
 			mu.Unlock()
 			n.Add(1)
 			return nil
@@ -330,9 +387,64 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("read back %s: %d %s %v", a.key, resp.StatusCode, data, err)
 		}
+		if a.webhooked {
+			if row.Status != ledger.StatusSucceeded || row.Attempt != a.attempt || !row.FirstSeenAt.Equal(a.firstSeen) {
+				t.Errorf("acknowledged claim %s with an acknowledged webhook: %s attempt %d first seen %s; want succeeded at attempt %d, first seen %s",
+					a.key, row.Status, row.Attempt, row.FirstSeenAt, a.attempt, a.firstSeen)
+			}
+			continue
+		}
 		if row.Status != ledger.StatusPending || row.Attempt != a.attempt || !row.PendingUntil.Equal(a.pendingUntil) || !row.FirstSeenAt.Equal(a.firstSeen) {
 			t.Errorf("acknowledged claim %s changed: %s attempt %d until %s first seen %s; acknowledged attempt %d until %s first seen %s",
 				a.key, row.Status, row.Attempt, row.PendingUntil, row.FirstSeenAt, a.attempt, a.pendingUntil, a.firstSeen)
 		}
 	}
+
+	// Every acknowledged webhook's event is published exactly once: the
+	// outbox drains, and the stream holds one succeeded event per key
+	// (and no message id twice).
+	conn, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outbox records left after 60 s", left)
+		}
+	}
+	succeeded := map[string]int{}
+	perID := map[string]int{}
+	for _, m := range streamMessages(t, ctx, js, stream) {
+		perID[m.Header.Get(jetstream.MsgIDHeader)]++
+		var ev ledger.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("decode event: %v", err)
+		}
+		if ev.Status == string(ledger.StatusSucceeded) {
+			succeeded[ev.Key]++
+		}
+	}
+	for id, k := range perID {
+		if k != 1 {
+			t.Errorf("message id %s published %d times", id, k)
+		}
+	}
+	webhooked := 0
+	for _, a := range acks {
+		if a.webhooked {
+			webhooked++
+			if succeeded[a.key] != 1 {
+				t.Errorf("key %s: %d succeeded events for its acknowledged webhook, want 1", a.key, succeeded[a.key])
+			}
+		}
+	}
+	t.Logf("%d acknowledged webhooks, each published once", webhooked)
 }
