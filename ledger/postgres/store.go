@@ -30,7 +30,8 @@ type Options struct {
 	// Logger receives open/close, retry and listener records (default: discard).
 	// The connection URL is never logged: it may hold a password.
 	Logger *slog.Logger
-	// MaxConns caps the pool (default: pgxpool's, max(4, NumCPU)).
+	// MaxConns caps the pool. Zero: the URL's pool_max_conns when it has
+	// one, else DefaultMaxConns.
 	MaxConns int
 	// RetryTimeout bounds how long one call retries serialization failures,
 	// deadlocks, lost races and dropped connections (default 10 s).
@@ -39,6 +40,14 @@ type Options struct {
 
 // DefaultRetryTimeout is Options.RetryTimeout's default.
 const DefaultRetryTimeout = 10 * time.Second
+
+// DefaultMaxConns is the pool's size when neither Options.MaxConns nor the
+// URL's pool_max_conns sets one: enough connections for a burst of callers
+// to share each WAL flush (pgxpool's own default, max(4, NumCPU), lets at
+// most four commits share one, and queues the rest behind them). Each
+// replica also holds one LISTEN connection; README "Running more than one
+// replica" sizes it against max_connections.
+const DefaultMaxConns = 20
 
 // errClosed is what every method returns after Close.
 var errClosed = fmt.Errorf("postgres: store closed: %w", ledger.ErrUnavailable)
@@ -103,8 +112,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// pgx's parse errors quote the URL, password included: say less.
 		return nil, errors.New("postgres: open: cannot parse the connection URL")
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = int32(min(opts.MaxConns, 1<<20))
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
