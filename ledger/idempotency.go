@@ -139,11 +139,12 @@ var errNoIdempotencyTx = errors.New("this store keeps no Idempotency-Key records
 // ResendClaim is the answer a resent claim (or start) gets from the record
 // of its Idempotency-Key and the key's row as it is now: the first send's
 // proceed or retry_same_key, with the row, while the lease it was granted
-// still runs at now and nothing has been reported since (the row is pending
-// at the same attempt with the same pending_until). It reports false when
-// the claim table must decide.
+// still runs at now and nothing has been reported since (the row is open —
+// pending, or unknown for a retry_same_key — at the same attempt with the
+// same pending_until: an outcome ends the lease, moving pending_until). It
+// reports false when the claim table must decide.
 func ResendClaim(rec IdempotencyRecord, row *Row, now time.Time) (ClaimResult, bool) {
-	if !rec.Decision.grants() || row == nil || row.Status != StatusPending ||
+	if !rec.Decision.grants() || row == nil || !row.Status.Open() ||
 		row.Attempt != rec.Attempt || !row.PendingUntil.Equal(rec.PendingUntil) || !now.Before(row.PendingUntil) {
 		return ClaimResult{}, false
 	}

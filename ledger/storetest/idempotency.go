@@ -104,6 +104,20 @@ func testIdempotency(t *testing.T, open Open) {
 				t.Fatalf("resend after a timeout: %s attempt %d, want the claim table's %s", res.Decision, res.Row.Attempt, want.Decision)
 			}
 		}},
+		{"a resent retry of an unknown row gets the same retry", func(t *testing.T, e *env) {
+			first := e.claim(baseRequest(), t0)
+			e.report(tenantA, first.Row.Key, timeout(time.Second))
+			retry := e.mustClaimWith(idem(tenantA, v, "r1", time.Minute), baseRequest(), time.Minute)
+			if retry.Decision != ledger.DecisionRetrySameKey || retry.Row.Attempt != 2 || retry.Row.Status != ledger.StatusUnknown {
+				t.Fatalf("retry of the unknown row: %s attempt %d %s", retry.Decision, retry.Row.Attempt, retry.Row.Status)
+			}
+			sameLease(t, "resent retry", e.mustClaimWith(idem(tenantA, v, "r1", 2*time.Minute), baseRequest(), 2*time.Minute), retry)
+			// Its outcome ends the lease: a resend then follows the table.
+			e.report(tenantA, first.Row.Key, timeout(3*time.Minute))
+			if res := e.mustClaimWith(idem(tenantA, v, "r1", 4*time.Minute), baseRequest(), 4*time.Minute); res.Row.Attempt == retry.Row.Attempt && res.Decision == ledger.DecisionRetrySameKey {
+				t.Fatalf("resend after the retry's outcome: %s at the same attempt %d", res.Decision, res.Row.Attempt)
+			}
+		}},
 		{"another request under the key is refused, another scope is apart", func(t *testing.T, e *env) {
 			first := e.mustClaimWith(idem(tenantA, v, "r1", 0), baseRequest(), 0)
 			if _, err := e.claimWith(idem(tenantA, v, "r-other", time.Second), baseRequest(withKey("biz-other")), time.Second); !errors.Is(err, ledger.ErrIdempotencyKeyReused) {
