@@ -54,16 +54,25 @@ func (t *pgTx) GetIdempotency(scope, keyHash string) (ledger.IdempotencyRecord, 
 	return rec, nil
 }
 
-// PutIdempotency implements ledger.IdempotencyTx. GetIdempotency took the
-// key's lock in this transaction, so the upsert races nobody.
+// putIdempotencySQL writes a record. GetIdempotency took the key's lock in
+// the transaction, so the upsert races nobody.
+const putIdempotencySQL = `INSERT INTO idempotency (scope, key_hash, at, rec) VALUES ($1, $2, $3, $4::jsonb)
+	ON CONFLICT (scope, key_hash) DO UPDATE SET at = EXCLUDED.at, rec = EXCLUDED.rec`
+
+// PutIdempotency implements ledger.IdempotencyTx. Nothing in the flow
+// reads the record after it, so in a write transaction it is sent with the
+// COMMIT, in the same round trip (pgTx.atCommit).
 func (t *pgTx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRecord) error {
 	doc, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode idempotency record: %w", err)
 	}
-	if _, err := t.q.Exec(t.ctx, `INSERT INTO idempotency (scope, key_hash, at, rec) VALUES ($1, $2, $3, $4::jsonb)
-		ON CONFLICT (scope, key_hash) DO UPDATE SET at = EXCLUDED.at, rec = EXCLUDED.rec`,
-		scope, keyHash, micros(rec.At), string(doc)); err != nil {
+	args := []any{scope, keyHash, micros(rec.At), string(doc)}
+	if t.write {
+		t.atCommit = append(t.atCommit, queued{putIdempotencySQL, args})
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, putIdempotencySQL, args...); err != nil {
 		return dbErr("put idempotency record", err)
 	}
 	return nil

@@ -321,11 +321,17 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// The transaction's marker goes in with the COMMIT, in one round trip:
 	// it is what settles a COMMIT whose answer was lost (settleCommit).
 	marker := newMarker()
-	res, err := conn.Conn().PgConn().Exec(ctx, "INSERT INTO commit_markers (id) VALUES ('"+marker+"'); COMMIT").ReadAll()
-	if err == nil && (len(res) != 2 || res[1].CommandTag.String() != "COMMIT") {
+	committed, err := commit(ctx, conn.Conn(), t.atCommit, marker)
+	if err == nil && !committed {
 		// The server ended the transaction without committing it (an
 		// earlier statement failed and the flow went on regardless).
 		return dbErr("commit", errors.New("the transaction was rolled back"))
+	}
+	var pgErr *pgconn.PgError
+	if err != nil && len(t.atCommit) > 0 && errors.As(err, &pgErr) && commitRefused(err) {
+		// A statement of the pipeline failed: the server skipped the rest,
+		// COMMIT included, and the transaction is aborted; end it.
+		rollback()
 	}
 	if err != nil {
 		if commitRefused(err) {
@@ -339,6 +345,46 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		s.signal()
 	}
 	return nil
+}
+
+// commit sends the transaction's end in one round trip: the statements
+// queued for it, the marker's INSERT and COMMIT. It reports whether the
+// server answered COMMIT (not ROLLBACK). Without queued statements it is
+// one simple query with the marker in its text; with them, one pipeline.
+func commit(ctx context.Context, conn *pgx.Conn, atCommit []queued, marker string) (bool, error) {
+	if len(atCommit) == 0 {
+		res, err := conn.PgConn().Exec(ctx, "INSERT INTO commit_markers (id) VALUES ('"+marker+"'); COMMIT").ReadAll()
+		if err != nil {
+			return false, err
+		}
+		return len(res) == 2 && res[1].CommandTag.String() == "COMMIT", nil
+	}
+	b := &pgx.Batch{}
+	for _, q := range atCommit {
+		b.Queue(q.sql, q.args...)
+	}
+	b.Queue(`INSERT INTO commit_markers (id) VALUES ($1)`, marker)
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	var err error
+	for range atCommit {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		if _, err = br.Exec(); err == nil {
+			tag, err = br.Exec()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, err
+	}
+	return tag.String() == "COMMIT", nil
 }
 
 // newMarker is a transaction's commit marker: 128 random bits in hex
