@@ -88,10 +88,10 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		v, ok, err := idempotencyKey(req)
-		if err != nil || !ok {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			return err
+		}
+		if !ok {
 			return next(c)
 		}
 		data, err := readBody(c, s.bodyLimit)
