@@ -30,11 +30,15 @@
 //	approvals      approval id                          → tenant \x00 key
 //	approvals_due  expires_at ‖ tenant \x00 key         → (open approvals only: the expiry job)
 //	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
+//	settled        settled_at ‖ tenant \x00 key         → (settled rows only: retention, retention.go)
+//	compensations  tenant \x00 original \x00 key       → (open compensations only: retention keeps the original)
 //	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key)
 //	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned))
 //	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts
+//	               retention_indexed                    → "1" once settled and compensations are built
+//	               write_probe                          → (only between /readyz's two probe commits; fault.go)
 //
 // PutRow moves a row's index entries whenever the indexed fields change;
 // CheckConsistency verifies that they agree.
@@ -45,7 +49,7 @@
 // (pages, then the meta page), so a commit per call would cap the store at
 // a few hundred writes a second. Every write (Claim, Report, Apply, Ingest,
 // Escalate, Reschedule, DecideApproval, AckEvents, PruneInbox, PutFreeze,
-// DeleteFreeze, PutTool, DeleteTool) is instead an op — a closure over ledger.Tx that is
+// DeleteFreeze, PutTool, DeleteTool, DeleteExpired) is instead an op — a closure over ledger.Tx that is
 // deterministic and safe to run again — queued for one committer goroutine. The committer takes everything queued (up to
 // Options.MaxGroup), runs the ops one after another in ONE db.Update and,
 // as soon as that commit returns, delivers every answer and starts the next
@@ -78,7 +82,8 @@
 // commit and a caller must never be told it did not.
 //
 // Reads (Get, List, Due, PendingEvents, ListFreezes, GetTool, ListTools,
-// GetApproval, ListApprovals, CountRows, CheckConsistency) are bbolt read
+// GetApproval, ListApprovals, CountRows, CheckConsistency, ExpiredRows,
+// Backup) are bbolt read
 // transactions on the last committed snapshot and never queue behind the
 // committer. bbolt options: the map freelist and NoFreelistSync (the
 // freelist is rebuilt on open instead of written on every commit), and a
@@ -86,6 +91,11 @@
 // wait for every open read transaction.
 //
 // # Concurrency
+//
+// Operating the file (docs/architecture.md §15): retention.go deletes
+// expired rows, backup.go streams a copy from one read transaction,
+// offline.go checks, restores and compacts a file no node holds, and
+// fault.go keeps what the store knows of failing commits (a full disk).
 //
 // A Store is safe for concurrent use. Its one goroutine, the committer, is
 // started by Open and stopped by Close, which first lets it commit every op

@@ -91,6 +91,9 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// health is whether commits fail (fault.go).
+	health writeHealth
+
 	metrics struct {
 		groups, ops, rollbacks, readOnly atomic.Uint64
 		// runNanos is time spent running ops, commitNanos time spent in
@@ -204,7 +207,10 @@ func initSchema(db *bolt.DB) error {
 				return err
 			}
 		}
-		return countRowsOnce(tx)
+		if err := countRowsOnce(tx); err != nil {
+			return err
+		}
+		return indexRetentionOnce(tx)
 	})
 }
 

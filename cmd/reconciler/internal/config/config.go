@@ -66,6 +66,8 @@ type Config struct {
 
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
+	// Retention deletes settled rows (retention.go).
+	Retention RetentionConfig `yaml:"retention"`
 
 	Resolver  ResolverConfig  `yaml:"resolver"`
 	Paging    PagingConfig    `yaml:"paging"`
@@ -202,6 +204,11 @@ type EventsConfig struct {
 	// DegradedDepth is the outbox backlog past which /readyz answers
 	// degraded (still 200); 0 never does.
 	DegradedDepth Count `yaml:"degraded_depth"`
+	// MaxBytes and MaxMsgSize bound each stream; Discard is what the
+	// events stream does when full (limits.go).
+	MaxBytes   ByteSize `yaml:"max_bytes"`
+	MaxMsgSize ByteSize `yaml:"max_msg_size"`
+	Discard    Discard  `yaml:"discard"`
 }
 
 // ResolverConfig paces the periodic resolve job.
@@ -269,7 +276,8 @@ func Default() Config {
 			ReplayWindow:       72 * time.Hour,
 			OrdersReplayWindow: 6 * time.Hour,
 		},
-		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000},
+		Events: EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000,
+			MaxBytes: DefaultStreamMaxBytes, MaxMsgSize: DefaultStreamMaxMsgSize, Discard: "new"},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
 		Paging: PagingConfig{
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},

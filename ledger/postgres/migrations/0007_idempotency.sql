@@ -1,4 +1,4 @@
--- 0006: the Idempotency-Key records (ledger.IdempotencyTx). One record per
+-- 0007: the Idempotency-Key records (ledger.IdempotencyTx). One record per
 -- scope (the caller's tenant) and SHA-256 of the header's value; the value
 -- itself is never stored. The flows write a record in the transaction that
 -- writes its row; PruneIdempotency deletes from the old end of at.
