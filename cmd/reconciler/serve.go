@@ -219,7 +219,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.onClose(stageHTTP, "webhooks", func(context.Context) error { wh.Close(); return nil })
 	m.onShutdownHTTP = append(m.onShutdownHTTP, srv.EndWaits)
 	wh.Register(srv.Echo())
-	return srv.Handler(), nil
+	return m.withConsole(st, nc, js, srv)
 }
 
 // quorumReplicas is the replica count from which a stream's PubAck means a

@@ -73,6 +73,7 @@ type Config struct {
 	Paging    PagingConfig    `yaml:"paging"`
 	Approvals ApprovalsConfig `yaml:"approvals"`
 	Registry  RegistryConfig  `yaml:"registry"`
+	Console   ConsoleConfig   `yaml:"console"`
 
 	// EventTypes extends the matcher's default table: vendor → event type → action.
 	EventTypes map[string]map[string]matcher.Action `yaml:"event_types"`
@@ -234,6 +235,23 @@ type RegistryConfig struct {
 	Strict bool `yaml:"strict"`
 }
 
+// ConsoleConfig is the ops console at /console (docs/architecture.md §15).
+type ConsoleConfig struct {
+	// Enabled serves /console; off, the routes are the API's 404s.
+	Enabled bool `yaml:"enabled"`
+	// TraceURL links a row's trace id to a trace UI; {trace_id} is
+	// replaced (Jaeger: http://jaeger:16686/trace/{trace_id}).
+	TraceURL string `yaml:"trace_url"`
+	// VendorLinks link a row's receipt to the vendor's dashboard, per
+	// vendor; {receipt_id} is replaced.
+	VendorLinks map[string]string `yaml:"vendor_links"`
+	// SecureCookie marks the session cookie Secure on plain HTTP too (TLS
+	// ends at a proxy in front); a request over TLS always gets one.
+	SecureCookie bool `yaml:"secure_cookie"`
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
 // PagingConfig says where a human is paged. With neither configured, pages
 // are written to the log.
 type PagingConfig struct {
@@ -283,6 +301,7 @@ func Default() Config {
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
 		},
 		Approvals: ApprovalsConfig{TTL: ledger.DefaultApprovalTTL},
+		Console:   ConsoleConfig{Enabled: true, SessionTTL: 8 * time.Hour},
 		origin:    newOrigin(""),
 	}
 }
@@ -399,6 +418,7 @@ func (c Config) clone() Config {
 	for i := range out.Standard.Endpoints {
 		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
 	}
+	out.Console.VendorLinks = maps.Clone(c.Console.VendorLinks)
 	if c.EventTypes != nil {
 		out.EventTypes = make(map[string]map[string]matcher.Action, len(c.EventTypes))
 		for v, m := range c.EventTypes {

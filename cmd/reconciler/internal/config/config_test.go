@@ -91,6 +91,10 @@ var precedenceSamples = map[string][3]string{
 	"paging.webhook.url":           {"https://hook.file.example/a", "https://hook.env.example/b", ""},
 	"approvals.ttl":                {"1h", "2h", "3h"},
 	"registry.strict":              {"true", "false", "true"},
+	"console.enabled":              {"false", "true", "false"},
+	"console.trace_url":            {"https://file.example/{trace_id}", "https://env.example/t/{trace_id}", "http://flag.example/{trace_id}"},
+	"console.secure_cookie":        {"true", "false", "true"},
+	"console.session_ttl":          {"1h", "2h", "3h"},
 }
 
 // Files the NATS samples name: validation checks that they exist (and that
@@ -455,6 +459,16 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:4: tenants[0].approver_tokens[0]: token is shorter than 16 characters`}},
 		{"approvals ttl not positive", "approvals:\n  ttl: 0s\n",
 			nil, []string{`cfg.yaml:2: approvals.ttl: must be positive, got 0s`}},
+		{"console trace url without its placeholder", "console:\n  trace_url: https://jaeger.example/trace\n",
+			nil, []string{`cfg.yaml:2: console.trace_url: must hold {trace_id}`}},
+		{"console trace url not http", "console:\n  trace_url: javascript:x({trace_id})\n",
+			nil, []string{`cfg.yaml:2: console.trace_url: want an http(s) URL`}},
+		{"console vendor link without its placeholder", "console:\n  vendor_links:\n    stripe: https://dashboard.stripe.com/\n",
+			nil, []string{`cfg.yaml:3: console.vendor_links.stripe: must hold {receipt_id}`}},
+		{"console vendor link of a bad vendor", "console:\n  vendor_links:\n    Stripe: https://x.example/{receipt_id}\n",
+			nil, []string{`cfg.yaml:3: console.vendor_links.Stripe: invalid vendor "Stripe"`}},
+		{"console session ttl not positive", "console:\n  session_ttl: 0s\n",
+			nil, []string{`cfg.yaml:2: console.session_ttl: must be positive, got 0s`}},
 		{"registry strict not a boolean", "registry:\n  strict: sometimes\n",
 			nil, []string{`cfg.yaml:2: registry.strict: invalid boolean "sometimes": want true or false`}},
 		{"bad subject prefix", "events:\n  subject_prefix: recon.>\n",

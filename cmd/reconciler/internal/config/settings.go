@@ -95,6 +95,10 @@ var settings = []Setting{
 	{Key: "paging.webhook.url", Usage: "generic JSON webhook pager (Slack/Opsgenie bridges)", EnvOnly: true},
 	{Key: "approvals.ttl", Usage: "how long an approval request waits for a human before it expires"},
 	{Key: "registry.strict", Usage: "true: refuse claims of tools not in the registry (422 unregistered_tool)"},
+	{Key: "console.enabled", Usage: "serve the ops console at /console"},
+	{Key: "console.trace_url", Usage: "trace UI link of a row's trace id in the console; {trace_id} is replaced"},
+	{Key: "console.secure_cookie", Usage: "true: the console's session cookie is Secure on plain HTTP too (TLS ends at a proxy)"},
+	{Key: "console.session_ttl", Usage: "how long a console sign-in lasts"},
 }
 
 // Settings returns the settings in the order --help shows them.
