@@ -38,11 +38,11 @@ func newApprovalView(r ledger.Row) approvalView {
 	return approvalView{Approval: *r.Approval, Row: present(r)}
 }
 
-func (s *Server) approvalRoutes(e *echo.Echo, read, decide echo.MiddlewareFunc) {
+func (s *Server) approvalRoutes(e *echo.Echo, read, decide, idem echo.MiddlewareFunc) {
 	e.GET("/v1/approvals", s.listApprovals, read)
 	e.GET("/v1/approvals/:id", s.getApproval, read)
-	e.POST("/v1/approvals/:id/approve", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictGrant) }, decide)
-	e.POST("/v1/approvals/:id/deny", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictDeny) }, decide)
+	e.POST("/v1/approvals/:id/approve", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictGrant) }, decide, idem)
+	e.POST("/v1/approvals/:id/deny", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictDeny) }, decide, idem)
 }
 
 // approvalTenant is the tenant the caller acts for on an approval route:

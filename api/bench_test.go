@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/ledger"
+	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/ledger/memstore"
 )
 
@@ -25,12 +27,47 @@ func BenchmarkClaimAPI(b *testing.B) {
 	benchClaims(b, api.Options{})
 }
 
+// BenchmarkClaimAPIIdempotencyKey is BenchmarkClaimAPI without and with
+// an Idempotency-Key on every claim (a new value each), on the memstore
+// (the API's own cost: the check, the request's fingerprint, the in-flight
+// set, the record) and on bbolt (the claim path as served: a group commit
+// per batch), in one run. BENCHMARKS.md compares them.
+func BenchmarkClaimAPIIdempotencyKey(b *testing.B) {
+	for _, store := range []string{"memstore", "bolt"} {
+		for _, keyed := range []bool{false, true} {
+			name := store + "/without"
+			if keyed {
+				name = store + "/with"
+			}
+			b.Run(name, func(b *testing.B) {
+				o := api.Options{}
+				if store == "bolt" {
+					st, err := bolt.Open(filepath.Join(b.TempDir(), "ledger.db"), bolt.Options{Policy: ledger.DefaultPolicy()})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { _ = st.Close() })
+					o.Store = st
+				}
+				benchClaimsWith(b, o, keyed)
+			})
+		}
+	}
+}
+
 // benchClaims runs the claims against a Server built with o (its store,
 // tokens and policy are set here).
-func benchClaims(b *testing.B, o api.Options) {
-	st := memstore.New(ledger.DefaultPolicy())
-	b.Cleanup(func() { _ = st.Close() })
-	o.Store, o.Tokens, o.Policy = st, map[string]string{tokenAcme: "acme"}, ledger.DefaultPolicy()
+func benchClaims(b *testing.B, o api.Options) { benchClaimsWith(b, o, false) }
+
+// benchClaimsWith is benchClaims, each claim with its own Idempotency-Key
+// when keyed; o.Store, when set, replaces the memstore.
+func benchClaimsWith(b *testing.B, o api.Options, keyed bool) {
+	if o.Store == nil {
+		st := memstore.New(ledger.DefaultPolicy())
+		b.Cleanup(func() { _ = st.Close() })
+		o.Store = st
+	}
+	o.Tokens, o.Policy = map[string]string{tokenAcme: "acme"}, ledger.DefaultPolicy()
 	o.ReplayWindow = func(string, *ledger.Request) time.Duration { return 24 * time.Hour }
 	srv, err := api.New(o)
 	if err != nil {
@@ -49,6 +86,9 @@ func benchClaims(b *testing.B, o api.Options) {
 			req.Header.Set("Authorization", "Bearer "+tokenAcme)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			if keyed {
+				req.Header.Set(api.IdempotencyKeyHeader, fmt.Sprintf("bench-%032x", i))
+			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusCreated {

@@ -40,6 +40,12 @@
 // within AnswerTimeout after that; a long-polling claim has its wait added.
 // They apply to every route on the Server's echo, the webhooks' included.
 //
+// The write routes take an Idempotency-Key header (idempotency.go): the
+// value is checked, the request fingerprinted and handed to the store's
+// flow in the request context (ledger.WithIdempotency), which answers a
+// resend from the key's record; a second send while the first is answered
+// here is 409 idempotency_key_in_flight. The value is never logged.
+//
 // Concurrency: a Server is safe for concurrent use by any number of
 // requests. It starts no goroutines of its own: a long-polling claim
 // (?wait=) waits inside its own request goroutine and ends with the wait,

@@ -41,6 +41,9 @@ func classify(err error) (status int, code, msg string, internal bool) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Code, ae.Message, false
+	case errors.Is(err, ledger.ErrIdempotencyKeyReused):
+		return http.StatusUnprocessableEntity, apierror.CodeIdempotencyKeyReused,
+			"Idempotency-Key: the value was sent before with another request (route or body); a new call needs a new value", false
 	case errors.Is(err, ledger.ErrToolNotFound):
 		return http.StatusNotFound, apierror.CodeNotFound, "no such tool", false
 	case errors.Is(err, ledger.ErrApprovalNotFound):

@@ -152,6 +152,7 @@ type Server struct {
 	log          *slog.Logger
 	now          func() time.Time
 	watch        *watchers
+	inFlight     inFlight // Idempotency-Key values being answered (idempotency.go)
 	// stopWaits closes when the server shuts down (EndWaits): long polls
 	// answer at once instead of holding the shutdown for up to MaxWait.
 	stopWaits chan struct{}
@@ -292,18 +293,21 @@ func (s *Server) routes() *echo.Echo {
 	adminOnly := s.authenticate(roleAdmin)
 	readApprovals := s.authenticate(roleTenant | roleApprover | roleAdmin)
 	decideApprovals := s.authenticate(roleApprover | roleAdmin)
-	e.POST("/v1/claims", s.claim, tenantOnly)
+	// The write routes take an Idempotency-Key (idempotency.go), checked
+	// once the token has named the caller's tenant.
+	idem := s.idempotent
+	e.POST("/v1/claims", s.claim, tenantOnly, idem)
 	e.GET("/v1/claims", s.list, anyRole)
 	e.GET("/v1/claims/:key", s.get, anyRole)
-	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly)
-	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly)
-	e.POST("/v1/claims/:key/start", s.start, tenantOnly)
-	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
-	e.POST("/v1/admin/redrive", s.redrive, adminOnly)
+	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly, idem)
+	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly, idem)
+	e.POST("/v1/claims/:key/start", s.start, tenantOnly, idem)
+	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly, idem)
+	e.POST("/v1/admin/redrive", s.redrive, adminOnly, idem)
 	e.GET("/v1/admin/backup", s.backup, adminOnly)
-	s.freezeRoutes(e, adminOnly)
+	s.freezeRoutes(e, adminOnly, idem)
 	s.toolRoutes(e, tenantOnly, anyRole)
-	s.approvalRoutes(e, readApprovals, decideApprovals)
+	s.approvalRoutes(e, readApprovals, decideApprovals, idem)
 	return e
 }
 

@@ -56,4 +56,7 @@ const (
 	CodeApprovalExpired     = "approval_expired"     // 409: the approval request's time ran out
 	CodeRequestRequired     = "request_required"     // 422: an outbox tool's claim without the request envelope
 	CodeNotQueued           = "not_queued"           // 409: a worker's start of a row that was not queued
+	// The Idempotency-Key header's (README "A lost answer").
+	CodeIdempotencyKeyInFlight = "idempotency_key_in_flight" // 409: the first send with this value is still being answered; resend shortly
+	CodeIdempotencyKeyReused   = "idempotency_key_reused"    // 422: the value was sent before with another request
 )

@@ -114,10 +114,11 @@ type rowAnswer[T any] struct {
 
 // Claim asks for a key before a vendor call. Every decision is an answer,
 // not an error: proceed (201), replay, retry_same_key, stop (200), wait
-// (409) and stop/tool_frozen (423). A transport failure or a 5xx is retried:
-// a resent claim finds the row the first one made. If the first claim's
-// answer was lost after it inserted the row, the resent claim answers wait
-// (the row's lease is held) — never a second proceed.
+// (409) and stop/tool_frozen (423). A transport failure or a 5xx is retried
+// with the same Idempotency-Key: if the first send's answer was lost after
+// it took the row's lease, the resend gets that proceed again (same
+// attempt, same pending_until) — never a second lease, and no wait on its
+// own row.
 func (c *Client) Claim(ctx context.Context, req ClaimRequest) (ClaimResponse, error) {
 	return c.claim(ctx, req, 0)
 }
@@ -150,8 +151,9 @@ func (c *Client) claim(ctx context.Context, req ClaimRequest, wait time.Duration
 	return out, nil
 }
 
-// ReportOutcome reports one vendor call. It is resent with the same body on
-// a transport failure or a 5xx: the ledger applies a repeated report once.
+// ReportOutcome reports one vendor call. It is resent with the same body
+// and Idempotency-Key on a transport failure or a 5xx: the ledger applies
+// the report once, and the resend gets the row.
 // When it finally fails the row stays pending for the resolver.
 func (c *Client) ReportOutcome(ctx context.Context, key string, o OutcomeReport) (ledger.Row, error) {
 	var out rowAnswer[ledger.Row]

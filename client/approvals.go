@@ -95,7 +95,7 @@ func (c *Client) decide(ctx context.Context, id, verb string, d ApprovalDecision
 		return ApprovalView{}, fmt.Errorf("%s approval: %w: %w", verb, ErrInvalidInput, err)
 	}
 	var out ApprovalView
-	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/approvals/" + id + "/" + verb, body: d}, false, &out); err != nil {
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/approvals/" + id + "/" + verb, body: d}, true, &out); err != nil {
 		return ApprovalView{}, fmt.Errorf("%s approval %s: %w", verb, id, err)
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,7 +187,19 @@ type request struct {
 	extra time.Duration
 	// accept are the non-2xx statuses whose body is a normal answer (a claim's 409 wait, 423 stop).
 	accept []int
+	// idempotencyKey is the call's Idempotency-Key, the same on every
+	// send of it (do sets it for a POST).
+	idempotencyKey string
 }
+
+// IdempotencyKeyHeader is the header a POST carries: one value per
+// logical call (Claim, Start, Report, a decision…), sent again unchanged
+// with every resend of that call, so a resend whose first answer was lost
+// gets that answer instead of a second run (README "A lost answer").
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// newIdempotencyKey is 128 random bits (crypto/rand.Text: 26 characters).
+func newIdempotencyKey() string { return crand.Text() }
 
 // do sends r, retrying when retry is true and the failure is one a resend
 // cannot make worse, and decodes a 2xx (or accepted) answer into out. It
@@ -198,6 +211,9 @@ func (c *Client) do(ctx context.Context, r request, retry bool, out any) (int, e
 		if body, err = json.Marshal(r.body); err != nil {
 			return 0, fmt.Errorf("encode %s %s: %w", r.method, r.path, err)
 		}
+	}
+	if r.method == http.MethodPost && r.idempotencyKey == "" {
+		r.idempotencyKey = newIdempotencyKey()
 	}
 	attempts := 1
 	if retry {
@@ -264,6 +280,9 @@ func (c *Client) once(ctx context.Context, r request, body []byte, out any) (int
 	injectTrace(ctx, req)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.idempotencyKey != "" {
+		req.Header.Set(IdempotencyKeyHeader, r.idempotencyKey)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -113,7 +113,9 @@ func (e *Error) Is(target error) bool {
 // retryable reports whether the same request may be sent again: the API
 // (or a proxy in front of it) was unavailable, overloaded or failed inside.
 func (e *Error) retryable() bool {
-	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+	// idempotency_key_in_flight: the first send of this call is still
+	// being answered; the resend (same value) gets its answer.
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500 || e.Code == apierror.CodeIdempotencyKeyInFlight
 }
 
 // StopError is Do's answer when the ledger says not to call the vendor:

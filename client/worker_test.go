@@ -262,9 +262,15 @@ func TestNewWorkerRefuses(t *testing.T) {
 // drops its answer, as a connection reset after the server committed would.
 type loseFirstStart struct {
 	lost atomic.Bool
+	// noKey strips the Idempotency-Key, as a client from before it did.
+	noKey bool
 }
 
 func (l *loseFirstStart) RoundTrip(r *http.Request) (*http.Response, error) {
+	if l.noKey {
+		r = r.Clone(r.Context())
+		r.Header.Del(client.IdempotencyKeyHeader)
+	}
 	resp, err := http.DefaultTransport.RoundTrip(r)
 	if err == nil && strings.HasSuffix(r.URL.Path, "/start") && l.lost.CompareAndSwap(false, true) {
 		resp.Body.Close()
@@ -274,12 +280,40 @@ func (l *loseFirstStart) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestWorkerLostStartAnswer: the worker's start proceeds on the server
-// (attempt 1, its lease) but the answer is lost; the resend answers wait
-// under that lease. The Worker hands the item back until the lease ends,
+// (attempt 1, its lease) but the answer is lost. Resent with its
+// Idempotency-Key, the start gets that proceed again and the call is made
+// at once, once, at attempt 1 — long before the lease ends.
+func TestWorkerLostStartAnswer(t *testing.T) {
+	e := newEnv(t, withLease(time.Minute), withAutonomy(0))
+	b := startBus(t, e)
+	registerCharge(t, e.client(t), ledger.AutonomyOutbox)
+	calls := &vendorCalls{}
+	_, js := b.connect(t)
+	lossy := &loseFirstStart{}
+	wc := e.client(t, client.WithHTTPClient(&http.Client{Transport: lossy}))
+	runWorker(t, wc, js, calls.handler(nil))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := e.client(t).Do(ctx, outboxClaim(), nil)
+	var q *client.QueuedError
+	if !errors.As(err, &q) {
+		t.Fatalf("Do: %v, want queued", err)
+	}
+	testkit.EventuallyWithin(t, 10*time.Second, "the item acked", func() bool { return lossy.lost.Load() && workItems(t, b.js) == 0 })
+	calls.check(t)
+	if row := e.row(t, q.Key); calls.total() != 1 || row.Status != ledger.StatusSucceeded || row.Attempt != 1 {
+		t.Fatalf("%d calls, row %s at attempt %d; want one call, succeeded at attempt 1", calls.total(), row.Status, row.Attempt)
+	}
+}
+
+// TestWorkerLostStartAnswerWithoutKey is the same loss for a client that
+// sends no Idempotency-Key: the resend answers wait under the lease the
+// lost start took. The Worker hands the item back until the lease ends,
 // never calling under it; then the start answers retry_same_key and the
 // call is made once, with the key — or, for a tool frozen meanwhile, the
 // start still waits and the row is the resolver's: acked, not called.
-func TestWorkerLostStartAnswer(t *testing.T) {
+func TestWorkerLostStartAnswerWithoutKey(t *testing.T) {
 	for name, frozen := range map[string]bool{"called after the lease": false, "the resolver's after the lease": true} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, withLease(2*time.Second), withAutonomy(0))
@@ -287,7 +321,7 @@ func TestWorkerLostStartAnswer(t *testing.T) {
 			registerCharge(t, e.client(t), ledger.AutonomyOutbox)
 			calls := &vendorCalls{}
 			_, js := b.connect(t)
-			lossy := &loseFirstStart{}
+			lossy := &loseFirstStart{noKey: true}
 			wc := e.client(t, client.WithHTTPClient(&http.Client{Transport: lossy}))
 			runWorker(t, wc, js, calls.handler(nil))
 

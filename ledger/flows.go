@@ -26,9 +26,14 @@ type Flows struct {
 // Claim is Store.Claim, run in one transaction.
 func (f Flows) Claim(ctx context.Context, c Claim) (ClaimResult, error) {
 	var res ClaimResult
+	idem, withKey := IdempotencyFrom(ctx)
 	err := f.Update(ctx, func(tx Tx) error {
 		var err error
-		res, err = claimTx(tx, c, f.Policy)
+		if withKey {
+			res, err = idempotentClaimTx(tx, c, f.Policy, idem)
+		} else {
+			res, err = claimTx(tx, c, f.Policy)
+		}
 		return err
 	})
 	if err != nil {
@@ -52,14 +57,21 @@ func (f Flows) Apply(ctx context.Context, tenant, key string, ev Evidence) (Row,
 	return f.applyLike(ctx, "apply", func(tx Tx) (Row, Change, error) { return applyTx(tx, tenant, key, ev, f.Policy) })
 }
 
+// applyLike runs a flow that changes one row; with an Idempotency-Key in
+// ctx, a resend of it applies nothing (idempotentRowTx).
 func (f Flows) applyLike(ctx context.Context, op string, flow func(Tx) (Row, Change, error)) (Row, Change, error) {
 	var (
 		row Row
 		ch  Change
 	)
+	idem, withKey := IdempotencyFrom(ctx)
 	err := f.Update(ctx, func(tx Tx) error {
 		var err error
-		row, ch, err = flow(tx)
+		if withKey {
+			row, ch, err = idempotentRowTx(tx, idem, flow)
+		} else {
+			row, ch, err = flow(tx)
+		}
 		return err
 	})
 	if err != nil {

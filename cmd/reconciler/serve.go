@@ -154,6 +154,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
 		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
 	})
+	m.goUntilClose(stageResolver, "idempotency-pruner", func(ctx context.Context) error {
+		return pruneIdempotency(ctx, st, ledger.IdempotencyRetention(cfg.Policy()), m.Now, log)
+	})
 	if err := m.startRetention(st, reg); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,8 @@
 //	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
 //	settled        settled_at ‖ tenant \x00 key         → (settled rows only: retention, retention.go)
 //	compensations  tenant \x00 original \x00 key       → (open compensations only: retention keeps the original)
+//	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key)
+//	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned))
 //	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts

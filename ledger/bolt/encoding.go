@@ -32,6 +32,9 @@ var (
 	// Retention's indexes, kept by PutRow (retention.go).
 	bucketSettled       = []byte("settled")       // be64(settled_at) ‖ tenant \x00 key → empty; settled rows only
 	bucketCompensations = []byte("compensations") // tenant \x00 original \x00 key → empty; open compensations only
+	// The Idempotency-Key records (idempotency.go).
+	bucketIdempotency       = []byte("idempotency")         // scope \x00 key hash → JSON ledger.IdempotencyRecord
+	bucketIdempotencyByTime = []byte("idempotency_by_time") // be64(at) ‖ scope \x00 key hash → empty
 )
 
 // allBuckets is an array, so a transaction's handle cache can be sized by
@@ -42,6 +45,7 @@ var allBuckets = [...][]byte{
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
 	bucketFreezes, bucketTools, bucketApprovals, bucketApprovalsDue, bucketApprovalsByTenant,
 	bucketSettled, bucketCompensations,
+	bucketIdempotency, bucketIdempotencyByTime,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.

@@ -40,6 +40,9 @@ type state struct {
 	open       []approvalEntry              // open approvals by expiry (Row.ApprovalOpen)
 	freezes    map[freezeID]ledger.Freeze   // the kill switch (freeze.go); nil until the first put
 	tools      map[toolID]ledger.Tool       // the tool registry (tools.go); nil until the first put
+	// idempotency holds the Idempotency-Key records (idempotency.go); nil
+	// until the first put.
+	idempotency map[idempotencyID]ledger.IdempotencyRecord
 }
 
 var _ ledger.Store = (*Store)(nil)

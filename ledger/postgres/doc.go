@@ -55,11 +55,22 @@
 // deadlock (40001, 40P01), a lost insert race, or a connection that failed
 // or was terminated (pg_terminate_backend: 57P01) before COMMIT. The flows
 // are deterministic functions of what they read, so a re-run is the same
-// operation on fresher data. A connection lost while COMMIT was in flight
-// is different: the transaction may have committed, and re-running a claim
-// that did would answer wait to its own caller, so that call fails with an
-// error wrapping ledger.ErrUnavailable (errCommitUnknown) and the caller
-// retries knowingly.
+// operation on fresher data. A COMMIT is different: it counts as failed
+// only when that is proven — never sent, or answered with an ERROR (not a
+// FATAL). Otherwise (a dropped connection, an immediate shutdown's 57P01
+// after a flushed commit record) the store reads the outcome back from
+// the commit marker the transaction wrote with its COMMIT (commit_markers,
+// settleCommit): committed, the first run's answer stands; not committed,
+// the flow runs again. Re-running a claim that did commit would answer
+// wait to its own caller. When the outcome cannot be read back within
+// RetryTimeout the call fails with an error wrapping ledger.ErrUnavailable
+// (errCommitUnknown), never a blind re-run; the caller's resend, with its
+// Idempotency-Key, gets the first send's answer.
+//
+// The Idempotency-Key records (ledger.IdempotencyTx) are the idempotency
+// table, locked per key with an advisory lock as rows are;
+// PruneIdempotency deletes them, and the commit markers older than ten
+// minutes.
 //
 // Errors: a missing row is ledger.ErrNotFound; every database or connection
 // failure wraps ledger.ErrUnavailable; after Close every method returns

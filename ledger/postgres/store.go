@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -29,7 +30,8 @@ type Options struct {
 	// Logger receives open/close, retry and listener records (default: discard).
 	// The connection URL is never logged: it may hold a password.
 	Logger *slog.Logger
-	// MaxConns caps the pool (default: pgxpool's, max(4, NumCPU)).
+	// MaxConns caps the pool. Zero: the URL's pool_max_conns when it has
+	// one, else DefaultMaxConns.
 	MaxConns int
 	// RetryTimeout bounds how long one call retries serialization failures,
 	// deadlocks, lost races and dropped connections (default 10 s).
@@ -39,6 +41,14 @@ type Options struct {
 // DefaultRetryTimeout is Options.RetryTimeout's default.
 const DefaultRetryTimeout = 10 * time.Second
 
+// DefaultMaxConns is the pool's size when neither Options.MaxConns nor the
+// URL's pool_max_conns sets one: enough connections for a burst of callers
+// to share each WAL flush (pgxpool's own default, max(4, NumCPU), lets at
+// most four commits share one, and queues the rest behind them). Each
+// replica also holds one LISTEN connection; README "Running more than one
+// replica" sizes it against max_connections.
+const DefaultMaxConns = 20
+
 // errClosed is what every method returns after Close.
 var errClosed = fmt.Errorf("postgres: store closed: %w", ledger.ErrUnavailable)
 
@@ -46,9 +56,14 @@ var errClosed = fmt.Errorf("postgres: store closed: %w", ledger.ErrUnavailable)
 // (an insert met a row committed after this transaction looked for it).
 var errRace = errors.New("lost an insert race")
 
-// errCommitUnknown means the connection failed while COMMIT was in flight:
-// the transaction may or may not have committed, so it is not re-run.
+// errCommitUnknown means the connection failed while COMMIT was in flight
+// and the transaction's status could not be read back in time: it may or
+// may not have committed, so it is not re-run.
 var errCommitUnknown = errors.New("commit outcome unknown")
+
+// errCommitAborted means a COMMIT whose answer was lost was read back as
+// aborted: nothing committed, and the flow runs again.
+var errCommitAborted = errors.New("commit read back as aborted")
 
 // Store is the PostgreSQL-backed ledger.Store. It is safe for concurrent use
 // by many goroutines and by many processes sharing one database.
@@ -73,6 +88,9 @@ type Store struct {
 	closeOnce  sync.Once
 
 	retries atomic.Uint64
+	// commitsSettled counts COMMITs whose answer was lost and whose
+	// outcome was read back (settleCommit).
+	commitsSettled atomic.Uint64
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -94,8 +112,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// pgx's parse errors quote the URL, password included: say less.
 		return nil, errors.New("postgres: open: cannot parse the connection URL")
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = int32(min(opts.MaxConns, 1<<20))
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -261,38 +282,64 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	if !write {
 		return fn(&pgTx{ctx: ctx, q: s.pool})
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return dbErr("begin", err)
 	}
-	t := &pgTx{ctx: ctx, q: tx, write: true, channel: s.channel}
+	// Release destroys a connection left inside a transaction (pgxpool
+	// checks its status), so no path below leaks one back to the pool.
+	defer conn.Release()
+	if _, err := conn.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED").ReadAll(); err != nil {
+		return dbErr("begin", err)
+	}
+	t := &pgTx{ctx: ctx, q: conn, write: true, channel: s.channel}
+	rollback := func() {
+		// The rollback must reach the server even when ctx is done, or the
+		// connection stays mid-transaction (Release then closes it).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Conn().PgConn().Exec(rctx, "ROLLBACK").ReadAll()
+		cancel()
+	}
 	// A panic in fn must not leave the transaction open: its connection
 	// (and the row and advisory locks it holds) would never go back to the
 	// pool, and Close would wait for it for ever.
 	defer func() {
 		if r := recover(); r != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = tx.Rollback(rctx)
-			cancel()
+			rollback()
 			panic(r)
 		}
 	}()
 	if err := fn(t); err != nil {
-		// The rollback must reach the server even when ctx is done, or the
-		// connection goes back to the pool mid-transaction (pgx closes it).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = tx.Rollback(rctx)
-		cancel()
+		rollback()
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
-			// The server answered COMMIT with an error, or nothing was
-			// sent: either way nothing committed.
+	if conn.Conn().PgConn().IsClosed() {
+		// The connection died under the flow's last statement: COMMIT is
+		// never sent, so nothing committed.
+		return dbErr("commit", errors.New("conn closed before COMMIT"))
+	}
+	// The transaction's marker goes in with the COMMIT, in one round trip:
+	// it is what settles a COMMIT whose answer was lost (settleCommit).
+	marker := newMarker()
+	committed, err := commit(ctx, conn.Conn(), t.atCommit, marker)
+	if err == nil && !committed {
+		// The server ended the transaction without committing it (an
+		// earlier statement failed and the flow went on regardless).
+		return dbErr("commit", errors.New("the transaction was rolled back"))
+	}
+	var pgErr *pgconn.PgError
+	if err != nil && len(t.atCommit) > 0 && errors.As(err, &pgErr) && commitRefused(err) {
+		// A statement of the pipeline failed: the server skipped the rest,
+		// COMMIT included, and the transaction is aborted; end it.
+		rollback()
+	}
+	if err != nil {
+		if commitRefused(err) {
 			return dbErr("commit", err)
 		}
-		return dbErr("commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
+		if err := s.settleCommit(ctx, marker, err); err != nil {
+			return err
+		}
 	}
 	if t.appended {
 		s.signal()
@@ -300,10 +347,119 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	return nil
 }
 
+// commit sends the transaction's end in one round trip: the statements
+// queued for it, the marker's INSERT and COMMIT. It reports whether the
+// server answered COMMIT (not ROLLBACK). Without queued statements it is
+// one simple query with the marker in its text; with them, one pipeline.
+func commit(ctx context.Context, conn *pgx.Conn, atCommit []queued, marker string) (bool, error) {
+	if len(atCommit) == 0 {
+		res, err := conn.PgConn().Exec(ctx, "INSERT INTO commit_markers (id) VALUES ('"+marker+"'); COMMIT").ReadAll()
+		if err != nil {
+			return false, err
+		}
+		return len(res) == 2 && res[1].CommandTag.String() == "COMMIT", nil
+	}
+	b := &pgx.Batch{}
+	for _, q := range atCommit {
+		b.Queue(q.sql, q.args...)
+	}
+	b.Queue(`INSERT INTO commit_markers (id) VALUES ($1)`, marker)
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	var err error
+	for range atCommit {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		if _, err = br.Exec(); err == nil {
+			tag, err = br.Exec()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, err
+	}
+	return tag.String() == "COMMIT", nil
+}
+
+// newMarker is a transaction's commit marker: 128 random bits in hex
+// (safe to write into the statement's text).
+func newMarker() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// commitRefused reports whether a COMMIT that was sent and failed is
+// proven not to have committed: the server answered it with an error that
+// ends only the transaction (a serialization failure, a deadlock, a
+// deferred constraint). A FATAL or PANIC answer (an immediate shutdown's
+// 57P01/57P02 can follow a flushed commit record), a dropped connection or
+// a transport error proves nothing: settleCommit asks. (pgconn.SafeToRetry
+// is not asked: when the connection drops while COMMIT's answer is read,
+// pgconn v5.12 reports "conn closed", an error it calls safe to retry.)
+func commitRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	sev := pgErr.SeverityUnlocalized
+	if sev == "" {
+		sev = pgErr.Severity
+	}
+	return sev == "ERROR"
+}
+
+// settleCommit finds out whether the transaction whose COMMIT failed with
+// cause (commitRefused false) committed, from the marker it wrote: it
+// inserts the same marker on another connection. A conflict means the
+// transaction committed: nil, the flow's results stand and nothing runs
+// again. An insert means it did not — and the marker now taken, it never
+// will — so the flow runs again (errCommitAborted). While the old backend
+// is still finishing, the insert waits for it on the marker's unique key;
+// while the database is unreachable it is retried with backoff. Still
+// unknown when the retry time or ctx ends: errCommitUnknown, never a blind
+// re-run. (The transaction id and pg_xact_status would not do: after a
+// crash, an id whose transaction never reached the WAL is handed out
+// again, and its status is another transaction's.)
+func (s *Store) settleCommit(ctx context.Context, marker string, cause error) error {
+	s.commitsSettled.Add(1)
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval = 5 * time.Millisecond
+	eb.MaxInterval = 500 * time.Millisecond
+	eb.MaxElapsedTime = s.retryTimeout
+	eb.Reset()
+	for {
+		tag, err := s.pool.Exec(ctx, `INSERT INTO commit_markers (id) VALUES ($1) ON CONFLICT DO NOTHING`, marker)
+		switch {
+		case err == nil && tag.RowsAffected() == 0:
+			s.logger.Warn("postgres: a commit whose answer was lost had committed", "err", cause)
+			return nil
+		case err == nil:
+			return dbErr("commit", fmt.Errorf("%w: %w", errCommitAborted, cause))
+		}
+		wait := eb.NextBackOff()
+		if wait == backoff.Stop || ctx.Err() != nil {
+			return dbErr("commit", fmt.Errorf("%w: %w", errCommitUnknown, errors.Join(cause, err, ctx.Err())))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
 // retryable reports whether a failed transaction (which did not commit) may
 // succeed when run again.
 func retryable(err error) bool {
-	if errors.Is(err, errRace) {
+	if errors.Is(err, errRace) || errors.Is(err, errCommitAborted) {
 		return true
 	}
 	if errors.Is(err, errCommitUnknown) {

@@ -57,6 +57,15 @@ type pgTx struct {
 	write    bool
 	channel  string
 	appended bool
+	// atCommit are writes whose answer the flow does not read (an
+	// Idempotency-Key record), sent with the COMMIT in its round trip.
+	atCommit []queued
+}
+
+// queued is one statement of atCommit.
+type queued struct {
+	sql  string
+	args []any
 }
 
 var _ ledger.Tx = (*pgTx)(nil)

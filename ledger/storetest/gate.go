@@ -101,7 +101,7 @@ func checkGrantedBeforeProceed(t *testing.T, history []porcupine.Operation) {
 		if in.kind != linDecide || in.decision.Verdict != ledger.VerdictGrant || out.err != "" {
 			continue
 		}
-		row := parseState(linState(out.row))
+		row := parseState(out.row)
 		if row == nil || row.Approval == nil || row.Approval.State != ledger.ApprovalGranted {
 			continue
 		}
@@ -116,7 +116,7 @@ func checkGrantedBeforeProceed(t *testing.T, history []porcupine.Operation) {
 		if in.kind != linClaim || out.decision != ledger.DecisionProceed {
 			continue
 		}
-		row := parseState(linState(out.row))
+		row := parseState(out.row)
 		if row.Autonomy == ledger.AutonomyOutbox {
 			if !in.claim.Worker {
 				t.Fatalf("queued key %s proceeded for an agent's claim", in.key)

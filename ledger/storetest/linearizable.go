@@ -25,7 +25,11 @@ import (
 // the ledger's own pure rules (DecideClaim, Classify, Apply, and
 // DecideApproval for the approval gate's grants, denials and expiries), so
 // the check says: the store behaves as if each call ran alone, atomically,
-// under the rules every store shares.
+// under the rules every store shares. Some claims and reports carry an
+// Idempotency-Key: the model keeps each key's records beside its row and
+// applies the ledger's own resend rules (ResendClaim, ClaimRecord), so a
+// resend with the holder's value is the same operation and one with
+// another value a new one.
 
 const (
 	linClients = 8
@@ -47,8 +51,10 @@ const (
 // can run DecideClaim on exactly what the store saw; decisions carry the
 // approval decision.
 type linInput struct {
-	kind     linKind
-	key      string
+	kind linKind
+	key  string
+	// idem is the claim's or report's Idempotency-Key, nil for none.
+	idem     *ledger.Idempotency
 	claim    ledger.Claim
 	outcome  ledger.Outcome
 	decision ledger.ApprovalDecision
@@ -64,8 +70,31 @@ type linOutput struct {
 	row      string
 }
 
-// linState is the per-key model state: the row as JSON, "" when absent.
-type linState string
+// linState is the per-key model state: the row as JSON ("" when absent)
+// and the Idempotency-Key records sent for it (JSON of key hash → record,
+// "" when none).
+type linState struct {
+	row  string
+	recs string
+}
+
+func parseRecs(s string) map[string]ledger.IdempotencyRecord {
+	recs := map[string]ledger.IdempotencyRecord{}
+	if s != "" {
+		if err := json.Unmarshal([]byte(s), &recs); err != nil {
+			panic(fmt.Sprintf("model records: %v", err))
+		}
+	}
+	return recs
+}
+
+func recsJSON(recs map[string]ledger.IdempotencyRecord) string {
+	b, err := json.Marshal(recs) // map keys sorted: equal maps, equal text
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 var linErrors = []struct {
 	name string
@@ -80,6 +109,7 @@ var linErrors = []struct {
 	{"not_found", ledger.ErrNotFound},
 	{"fingerprint_mismatch", ledger.ErrFingerprintMismatch},
 	{"invalid_outcome", ledger.ErrInvalidOutcome},
+	{"idempotency_key_reused", ledger.ErrIdempotencyKeyReused},
 }
 
 func linErr(err error) string {
@@ -94,7 +124,7 @@ func linErr(err error) string {
 	return "other: " + err.Error()
 }
 
-func parseState(s linState) *ledger.Row {
+func parseState(s string) *ledger.Row {
 	if s == "" {
 		return nil
 	}
@@ -125,35 +155,64 @@ func linModel() porcupine.Model {
 			}
 			return out
 		},
-		Init: func() any { return linState("") },
+		Init: func() any { return linState{} },
 		Step: func(state, input, output any) (bool, any) {
 			st, in, out := state.(linState), input.(linInput), output.(linOutput)
-			row := parseState(st)
+			row := parseState(st.row)
+			var (
+				recs  map[string]ledger.IdempotencyRecord
+				rec   ledger.IdempotencyRecord
+				found bool
+			)
+			if in.idem != nil {
+				recs = parseRecs(st.recs)
+				if rec, found = recs[in.idem.KeyHash]; found && rec.Request != in.idem.Request {
+					return out.err == "idempotency_key_reused", st
+				}
+			}
 			switch in.kind {
 			case linGet:
 				if row == nil {
 					return out.err == "not_found", st
 				}
-				return out.err == "" && out.row == string(st), st
+				return out.err == "" && out.row == st.row, st
 			case linClaim:
+				if found {
+					if res, ok := ledger.ResendClaim(rec, row, in.claim.At); ok {
+						return out.err == "" && out.decision == res.Decision && out.code == res.Code && out.row == rowJSON(res.Row), st
+					}
+				}
 				res, write, err := ledger.DecideClaim(row, in.claim, p)
 				if err != nil {
 					return out.err == linErr(err), st
 				}
 				ok := out.err == "" && out.decision == res.Decision && out.code == res.Code && out.row == rowJSON(res.Row)
+				next := st
 				if write != nil {
-					return ok, linState(rowJSON(*write))
+					next.row = rowJSON(*write)
 				}
-				return ok, st
+				if in.idem != nil && ledger.UpdatesClaimRecord(found, res) {
+					recs[in.idem.KeyHash] = ledger.ClaimRecord(*in.idem, res, in.claim.Row.Tenant, in.claim.Row.Key)
+					next.recs = recsJSON(recs)
+				}
+				return ok, next
 			case linReport:
 				if row == nil {
 					return out.err == "not_found", st
+				}
+				if found {
+					return out.err == "" && !out.changed && out.row == st.row, st
 				}
 				ch, err := ledger.Apply(row, ledger.Classify(in.outcome), p)
 				if err != nil {
 					return out.err == linErr(err), st
 				}
-				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), linState(rowJSON(*row))
+				next := linState{row: rowJSON(*row), recs: st.recs}
+				if in.idem != nil {
+					recs[in.idem.KeyHash] = ledger.IdempotencyRecord{Request: in.idem.Request, At: in.idem.At.UTC(), Tenant: row.Tenant, Key: row.Key}
+					next.recs = recsJSON(recs)
+				}
+				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), next
 			case linDecide:
 				if row == nil {
 					return out.err == "approval_not_found", st
@@ -164,9 +223,9 @@ func linModel() porcupine.Model {
 					return out.err == linErr(err), st
 				}
 				if row.Approval.State == before.Approval.State {
-					return out.err == "" && !out.changed && out.row == string(st), st
+					return out.err == "" && !out.changed && out.row == st.row, st
 				}
-				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), linState(rowJSON(*row))
+				return out.err == "" && out.changed == ch.Changed && out.row == rowJSON(*row), linState{row: rowJSON(*row), recs: st.recs}
 			}
 			return false, st
 		},
@@ -189,9 +248,12 @@ func linModel() porcupine.Model {
 			case in.kind == linClaim && in.claim.Gate.Autonomy != "":
 				call = string(in.claim.Gate.Autonomy) + " " + call
 			}
+			if in.idem != nil {
+				call += " key=" + in.idem.KeyHash[:8]
+			}
 			return fmt.Sprintf("%s(%s) → %s %s %s", call, in.key, out.err, out.decision, summary(out.row))
 		},
-		DescribeState: func(state any) string { return summary(string(state.(linState))) },
+		DescribeState: func(state any) string { return summary(state.(linState).row) },
 	}
 }
 
@@ -200,7 +262,7 @@ func summary(s string) string {
 	if s == "" {
 		return "∅"
 	}
-	r := parseState(linState(s))
+	r := parseState(s)
 	sum := fmt.Sprintf("%s attempt=%d receipt=%s http=%d", r.Status, r.Attempt, r.UpstreamReceiptID, r.LastHTTPStatus)
 	if r.Approval != nil {
 		sum += " approval=" + string(r.Approval.State)
@@ -322,7 +384,7 @@ func linRandomInput(rng *rand.Rand, keys []string) (linInput, error) {
 			req.Frozen = true
 		}
 		c, err := ledger.NewClaim(req, ledger.DefaultPolicy(), now)
-		return linInput{kind: linClaim, key: key, claim: c}, err
+		return linInput{kind: linClaim, key: key, claim: c, idem: linIdem(rng, "claim", key, intent, now)}, err
 	case p < 8:
 		// Settling outcomes are rare, so keys stay open long enough for
 		// leases, retries and reports to interleave.
@@ -343,21 +405,37 @@ func linRandomInput(rng *rand.Rand, keys []string) (linInput, error) {
 		}
 		o := outcomes[rng.IntN(n)]
 		o.At = now
-		return linInput{kind: linReport, key: key, outcome: o}, nil
+		return linInput{kind: linReport, key: key, outcome: o, idem: linIdem(rng, "report", key, fmt.Sprintf("%s-%d", o.Kind, o.HTTPStatus), now)}, nil
 	}
 	return linInput{kind: linGet, key: key}, nil
 }
 
+// linIdem gives half the calls an Idempotency-Key, one of two values per
+// key and kind of call, so resends (same value, same request), reuses with
+// another request and fresh values all occur; req stands for the body.
+func linIdem(rng *rand.Rand, kind, key, req string, now time.Time) *ledger.Idempotency {
+	if rng.IntN(2) == 0 {
+		return nil
+	}
+	v := fmt.Sprintf("lin-%s-%s-%d", kind, key, rng.IntN(2))
+	i := ledger.Idempotency{Scope: tenantA, KeyHash: ledger.IdempotencyKeyHash(v), Request: req, At: now}
+	return &i
+}
+
 func linRun(e *env, in linInput) linOutput {
+	ctx := e.ctx
+	if in.idem != nil {
+		ctx = ledger.WithIdempotency(ctx, *in.idem)
+	}
 	switch in.kind {
 	case linClaim:
-		res, err := e.s.Claim(e.ctx, in.claim)
+		res, err := e.s.Claim(ctx, in.claim)
 		if err != nil {
 			return linOutput{err: linErr(err)}
 		}
 		return linOutput{decision: res.Decision, code: res.Code, row: rowJSON(res.Row)}
 	case linReport:
-		row, ch, err := e.s.Report(e.ctx, tenantA, in.key, in.outcome)
+		row, ch, err := e.s.Report(ctx, tenantA, in.key, in.outcome)
 		if err != nil {
 			return linOutput{err: linErr(err)}
 		}

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"CountRows", testCountRows},
 		{"Retention", testRetention},
 		{"Traceparent", testTraceparent},
+		{"Idempotency", testIdempotency},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},
 		{"Linearizable", testLinearizable},

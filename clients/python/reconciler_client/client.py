@@ -10,6 +10,7 @@ import logging
 import math
 import random
 import re
+import secrets
 import time
 import urllib.error
 import urllib.parse
@@ -67,6 +68,15 @@ __all__ = [
     "DEFAULT_RETRIES",
     "DEFAULT_MAX_RESPONSE",
 ]
+
+#: The header every POST carries (README "A lost answer"): one value per
+#: logical call, sent again unchanged with each resend of that call.
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+
+
+def new_idempotency_key() -> str:
+    """new_idempotency_key is 128 random bits in hex: one logical call's value."""
+    return secrets.token_hex(16)
 
 #: Bounds one API request, in seconds (a long poll gets its wait on top).
 DEFAULT_TIMEOUT = 10.0
@@ -747,6 +757,9 @@ class Client:
                 data = json.dumps(c.body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
             except (TypeError, ValueError) as e:
                 raise InvalidInput(0, "invalid_input", f"encode {c.method} {c.path}: {e}") from e
+        # One Idempotency-Key per logical call, the same on every resend of
+        # it: a resend whose first answer was lost gets that answer.
+        key = new_idempotency_key() if c.method == "POST" else None
         attempts = 1 + (self._retries if retry else 0)
         last: Optional[ReconcilerError] = None
         for i in range(attempts):
@@ -760,7 +773,7 @@ class Client:
                 )
                 time.sleep(pause)
             try:
-                return self._once(c, data, deadline)
+                return self._once(c, data, deadline, key)
             except APIError as e:
                 if not e.retryable:
                     raise
@@ -778,7 +791,9 @@ class Client:
         d = min(self._backoff * 2.0 ** (i - 1), self._max_backoff)
         return d / 2 + random.uniform(0, d / 2)
 
-    def _once(self, c: _Call, data: Optional[bytes], deadline: Optional[float]) -> Tuple[int, Any]:
+    def _once(
+        self, c: _Call, data: Optional[bytes], deadline: Optional[float], idempotency_key: Optional[str] = None
+    ) -> Tuple[int, Any]:
         timeout = self._timeout + c.extra
         if deadline is not None:
             timeout = max(0.001, min(timeout, deadline - time.monotonic()))
@@ -788,6 +803,8 @@ class Client:
         headers = {"Authorization": "Bearer " + self._token, "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
+        if idempotency_key:
+            headers[IDEMPOTENCY_KEY_HEADER] = idempotency_key
         tp = self._current_traceparent()
         if tp:
             headers["traceparent"] = tp

@@ -81,8 +81,9 @@ class APIError(ReconcilerError):
     @property
     def retryable(self) -> bool:
         """True when the same request may be sent again: the API (or a proxy)
-        was unavailable, overloaded or failed inside."""
-        return self.status == 429 or self.status >= 500
+        was unavailable, overloaded or failed inside, or the first send of
+        this call (its Idempotency-Key) is still being answered."""
+        return self.status == 429 or self.status >= 500 or self.code == "idempotency_key_in_flight"
 
 
 class InvalidInput(APIError):

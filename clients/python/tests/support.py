@@ -446,7 +446,8 @@ class Proxy(HTTPFake):
         if action == DROP_BEFORE:
             drop(h)
             return
-        headers = {k: v for k, v in h.headers.items() if k.lower() in ("authorization", "content-type", "accept", "traceparent")}
+        # From seen, which a rule may change (strip a header).
+        headers = {k: v for k, v in seen.headers.items() if k.lower() in ("authorization", "content-type", "accept", "traceparent", "idempotency-key")}
         req = urllib.request.Request(self.upstream + h.path, data=body if h.command != "GET" else None,
                                      method=h.command, headers=headers)
         try:

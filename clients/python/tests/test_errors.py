@@ -184,6 +184,12 @@ class WaitLoopTest(unittest.TestCase):
             Client(api.url, support.TOKEN).do(charge("r"), support.never_called(self))
 
 
+def idempotency_key(s: Seen) -> str:
+    """idempotency_key is the Idempotency-Key a request carried ("" for none);
+    urllib sends header names capitalized ("Idempotency-key")."""
+    return next((v for k, v in s.headers.items() if k.lower() == "idempotency-key"), "")
+
+
 class RetriesTest(unittest.TestCase):
     srv: support.Server
 
@@ -250,9 +256,35 @@ class RetriesTest(unittest.TestCase):
 
     def test_lost_claim_answer(self) -> None:
         # The first claim inserted the row but its answer was lost: the
-        # resent claim finds the row in its lease and answers wait, never a
-        # second proceed; do() waits instead of calling.
+        # resend carries the same Idempotency-Key and gets that proceed
+        # again (same attempt, same lease), so do() calls the vendor once,
+        # at once, instead of waiting out the lease.
         p, c = self.proxied(self.drop_first(1, "/v1/claims", DROP_AFTER))
+        v = self.vendor()
+        start = time.monotonic()
+        out = c.do(charge(self.rid), support.vendor_call(v), timeout=10)
+        self.assertLess(time.monotonic() - start, 2.0)
+        assert out.row is not None
+        self.assertEqual((out.decision, out.row.attempt, v.object_count()), (Decision.PROCEED, 1, 1))
+        claims = p.count("POST", "/v1/claims")
+        self.assertEqual(len(claims), 2)
+        keys = {idempotency_key(s) for s in claims}
+        self.assertEqual(len(keys), 1, "a resend carries its call's Idempotency-Key")
+        self.assertGreaterEqual(len(keys.pop()), 16)
+        reports = p.count("POST", "/outcome")
+        self.assertNotIn(idempotency_key(claims[0]), {idempotency_key(r) for r in reports}, "another call, another value")
+
+    def test_lost_claim_answer_without_key(self) -> None:
+        # A client that sends no Idempotency-Key (here: the proxy strips
+        # it) gets today's answer: the resent claim finds the row in its
+        # lease and answers wait, never a second proceed.
+        drop = self.drop_first(1, "/v1/claims", DROP_AFTER)
+
+        def rule(s: Seen) -> Any:
+            for k in [k for k in s.headers if k.lower() == "idempotency-key"]:
+                del s.headers[k]
+            return drop(s)
+        p, c = self.proxied(rule)
         resp = c.claim(charge(self.rid))
         self.assertEqual(resp.decision, Decision.WAIT)
         self.assertEqual(len(p.count("POST", "/v1/claims")), 2)

@@ -145,6 +145,22 @@ export interface Settings {
 }
 
 /** request is one API round trip. */
+/**
+ * IDEMPOTENCY_KEY_HEADER is the header every POST carries (README "A lost
+ * answer"): one value per logical call, sent again unchanged with each
+ * resend of that call.
+ */
+export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
+
+/** newIdempotencyKey is 128 random bits in hex (Web Crypto where the runtime has it). */
+export function newIdempotencyKey(): string {
+  const b = new Uint8Array(16);
+  const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint8Array) => Uint8Array } }).crypto;
+  if (c?.getRandomValues) c.getRandomValues(b);
+  else for (let i = 0; i < b.length; i++) b[i] = Math.floor(Math.random() * 256);
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
 interface Request {
   method: "GET" | "POST" | "PUT" | "DELETE";
   /** path is already escaped. */
@@ -495,6 +511,9 @@ export class Client {
   async #send(r: Request, signal: AbortSignal | undefined): Promise<{ status: number; body: unknown }> {
     const body = r.body === undefined ? undefined : JSON.stringify(r.body);
     const what = `${r.method} ${r.path}`;
+    // One Idempotency-Key per logical call, the same on every resend of it:
+    // a resend whose first answer was lost gets that answer.
+    const key = r.method === "POST" ? newIdempotencyKey() : undefined;
     let last: unknown;
     for (let i = 0; i <= this.#retries; i++) {
       if (i > 0) {
@@ -505,7 +524,7 @@ export class Client {
         }
       }
       try {
-        return await this.#once(r, what, body, signal);
+        return await this.#once(r, what, body, signal, key);
       } catch (err) {
         last = err;
         if (err instanceof AbortedError || (err instanceof ApiError && !err.retryable)) throw err;
@@ -521,13 +540,14 @@ export class Client {
     return d / 2 + Math.random() * (d / 2);
   }
 
-  async #once(r: Request, what: string, body: string | undefined, signal: AbortSignal | undefined) {
+  async #once(r: Request, what: string, body: string | undefined, signal: AbortSignal | undefined, idempotencyKey?: string) {
     const dl = deadline(this.#timeoutMs + (r.extraMs ?? 0), signal);
     try {
       let url = this.#base + r.path;
       if (r.query && Object.keys(r.query).length > 0) url += "?" + new URLSearchParams(r.query).toString();
       const headers: Record<string, string> = { Authorization: `Bearer ${this.#token}`, Accept: "application/json" };
       if (body !== undefined) headers["Content-Type"] = "application/json";
+      if (idempotencyKey !== undefined) headers[IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
       const tp = currentTraceparent(r.traceparent ?? this.#traceparent);
       if (tp) headers["traceparent"] = tp;
       const init: RequestInit = { method: r.method, headers, signal: dl.signal };

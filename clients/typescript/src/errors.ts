@@ -46,10 +46,13 @@ export class ApiError extends ReconcilerError {
 
   /**
    * retryable reports whether the same request may be sent again: the API
-   * (or a proxy in front of it) was unavailable, overloaded or failed inside.
+   * (or a proxy in front of it) was unavailable, overloaded or failed inside,
+   * or the first send of this call is still being answered.
    */
   get retryable(): boolean {
-    return this.status === 429 || this.status >= 500;
+    // idempotency_key_in_flight: the first send of this call is still being
+    // answered; the resend (same value) gets its answer.
+    return this.status === 429 || this.status >= 500 || this.code === "idempotency_key_in_flight";
   }
 }
 

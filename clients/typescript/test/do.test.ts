@@ -263,6 +263,39 @@ describe("do() against the real binary", { skip: SKIP }, () => {
     }
   });
 
+  test("a lost claim answer: the resend carries the call's Idempotency-Key and proceeds at once", async () => {
+    // A proxy that forwards the first claim and drops the connection after
+    // the service answered it: the row is inserted and leased.
+    const keys: string[] = [];
+    let reportKey = "";
+    const proxy = await serve(async (req, body) => {
+      const answer = await forward(rc.url, req, body);
+      const key = String(req.headers["idempotency-key"] ?? "");
+      if (req.method === "POST" && req.url === "/v1/claims") {
+        keys.push(key);
+        if (keys.length === 1) return "destroy";
+      }
+      if (req.url?.endsWith("/outcome")) reportKey = key;
+      return answer;
+    });
+    const v = await startVendor();
+    try {
+      const c = rc.client({ baseUrl: proxy.url });
+      const start = Date.now();
+      const out = await c.do(chargeClaim(), chargeCall(v));
+      assert.ok(Date.now() - start < 2_000, `do() took ${Date.now() - start} ms: a lost answer must not cost the lease`);
+      assert.deepEqual([out.decision, out.row?.attempt, out.row?.status], ["proceed", 1, "succeeded"]);
+      assert.equal(v.posts.length, 1, "the vendor is called once");
+      assert.equal(keys.length, 2);
+      assert.equal(keys[0], keys[1], "the resend carries the first send's Idempotency-Key");
+      assert.ok(keys[0]!.length >= 16);
+      assert.notEqual(reportKey, keys[0], "another call, another value");
+    } finally {
+      await v.close();
+      await proxy.close();
+    }
+  });
+
   test("a lost report is resent with the same body and applied once", async () => {
     // A proxy in front of the API that forwards the first report and then
     // drops the connection, as a load balancer restart would.

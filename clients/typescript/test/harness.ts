@@ -202,7 +202,7 @@ export function chargeClaim(amount = 1050, runId = `run_ts_${process.pid}_${++ru
 /** forward sends a request the fake received on to url and returns the answer. */
 export async function forward(url: string, req: IncomingMessage, body: string): Promise<Answer> {
   const headers: Record<string, string> = {};
-  for (const name of ["authorization", "content-type", "accept", "traceparent"]) {
+  for (const name of ["authorization", "content-type", "accept", "traceparent", "idempotency-key"]) {
     const v = req.headers[name];
     if (typeof v === "string") headers[name] = v;
   }

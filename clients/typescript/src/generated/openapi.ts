@@ -1135,6 +1135,29 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+         *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+         *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+         *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+         *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+         *     by a read, an event or a log line. Without it a route behaves as it always did.
+         *
+         *     A resend with the same value and the same request (method, path, body; the query is not
+         *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+         *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+         *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+         *     was reported since; after that, the claim table as without the header (never a second
+         *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+         *     resolution applies nothing and answers the row as it is now. The same value with another
+         *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+         *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+         *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+         *     a repeat does not change, the value is checked and guards against concurrent sends only.
+         *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+         *     longer), at least the lease.
+         */
+        IdempotencyKey: string;
         /** @description The row's key (64 hex) or a percent-encoded business key (1-255 printable ASCII). */
         Key: string;
         /** @description Admin tokens only, and then required; the tenant whose rows to read. A tenant token may omit it or name its own tenant; any other value is 403. */
@@ -1194,7 +1217,31 @@ export interface operations {
                 /** @description Long-poll an in-flight row for up to this long. A Go duration (`5s`, `1500ms`) or plain seconds (`5`, `2.5`); 0 to 30 s, more is 400. */
                 wait?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1322,7 +1369,31 @@ export interface operations {
     reportOutcome: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The row's key (64 hex) or a percent-encoded business key (1-255 printable ASCII). */
                 key: components["parameters"]["Key"];
@@ -1365,7 +1436,31 @@ export interface operations {
     compensate: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The row's key (64 hex) or a percent-encoded business key (1-255 printable ASCII). */
                 key: components["parameters"]["Key"];
@@ -1438,7 +1533,31 @@ export interface operations {
                 /** @description Long-poll an attempt in flight for up to this long, as for `POST /v1/claims`. */
                 wait?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The row's key (64 hex) or a percent-encoded business key (1-255 printable ASCII). */
                 key: components["parameters"]["Key"];
@@ -1481,7 +1600,31 @@ export interface operations {
     resolve: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The row's key (64 hex) or a percent-encoded business key (1-255 printable ASCII). */
                 key: components["parameters"]["Key"];
@@ -1524,7 +1667,31 @@ export interface operations {
     redrive: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1612,7 +1779,31 @@ export interface operations {
     putFreeze: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The tenant whose claims the freeze stops. */
                 tenant: components["parameters"]["FreezeTenant"];
@@ -1657,7 +1848,31 @@ export interface operations {
     deleteFreeze: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The tenant whose claims the freeze stops. */
                 tenant: components["parameters"]["FreezeTenant"];
@@ -1920,7 +2135,31 @@ export interface operations {
     approve: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The approval's id (`row.approval.id`). */
                 id: components["parameters"]["ApprovalID"];
@@ -1976,7 +2215,31 @@ export interface operations {
     deny: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description draft-ietf-httpapi-idempotency-key-header (README "A lost answer"). One value per logical
+                 *     call — a UUID or 128 random bits — sent again unchanged with every resend of that call:
+                 *     16-255 printable ASCII characters (no spaces), plain or as a structured-field string in
+                 *     double quotes; anything else is 400 `invalid_input` naming the header. Scoped to the
+                 *     token's tenant (admin tokens share one scope); stored only as its SHA-256, never returned
+                 *     by a read, an event or a log line. Without it a route behaves as it always did.
+                 *
+                 *     A resend with the same value and the same request (method, path, body; the query is not
+                 *     part of it) gets the first send's answer while it holds: a claim or a start whose first
+                 *     send was granted a lease answers that `proceed` (or `retry_same_key`) again — the same
+                 *     `row.attempt`, the same `pending_until`, no new lease — while the lease runs and no outcome
+                 *     was reported since; after that, the claim table as without the header (never a second
+                 *     `proceed` for a finished or expired attempt). A resent outcome, approval decision or
+                 *     resolution applies nothing and answers the row as it is now. The same value with another
+                 *     request is 422 `idempotency_key_reused`; the same value while its first send is still being
+                 *     answered is 409 `idempotency_key_in_flight` (an error body, not a `wait` decision): resend
+                 *     after a short pause. On the kill switch's PUT and DELETE and on the redrive, whose effect
+                 *     a repeat does not change, the value is checked and guards against concurrent sends only.
+                 *     A value is remembered for 24 h after its last use (twice the lease when the lease is
+                 *     longer), at least the lease.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The approval's id (`row.approval.id`). */
                 id: components["parameters"]["ApprovalID"];
