@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -129,20 +130,31 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 	f := newFixture(t)
 	// Someone holds the lease, so the keyed claim long-polls: in flight.
 	f.mustClaim(tokenAcme, newClaim("run_1"), http.StatusCreated)
-	done := make(chan *httptest.ResponseRecorder)
-	go func() {
-		done <- f.withKey(http.MethodPost, "/v1/claims?wait=2s", tokenAcme, idemValue, newClaim("run_1"))
-	}()
-	var second *httptest.ResponseRecorder
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		second = f.withKey(http.MethodPost, "/v1/claims", tokenAcme, idemValue, newClaim("run_1"))
-		if second.Code != http.StatusConflict || !strings.Contains(second.Body.String(), `"decision"`) {
-			break // not the keyed send's own wait: the first is in flight now
+	// The probe must reach the server after the long poll began: a probe
+	// that wins the race is itself the first send of its value (answered
+	// wait, and recorded). Then the round is tried again with a fresh
+	// value and a longer head start.
+	var (
+		value  string
+		done   chan *httptest.ResponseRecorder
+		second *httptest.ResponseRecorder
+	)
+	for round := 1; round <= 20; round++ {
+		value = fmt.Sprintf("%s-round-%02d", idemValue, round)
+		done = make(chan *httptest.ResponseRecorder, 1)
+		go func(v string, out chan<- *httptest.ResponseRecorder) {
+			// Well past the probe (EndWaits below ends it).
+			out <- f.withKey(http.MethodPost, "/v1/claims?wait=25s", tokenAcme, v, newClaim("run_1"))
+		}(value, done)
+		time.Sleep(time.Duration(round) * 20 * time.Millisecond)
+		second = f.withKey(http.MethodPost, "/v1/claims", tokenAcme, value, newClaim("run_1"))
+		if !strings.Contains(second.Body.String(), `"decision"`) {
+			break // not a claim decision: the long poll was in flight
 		}
 	}
 	wantError(t, second, http.StatusConflict, "idempotency_key_in_flight")
 	other := newClaim("run_1").with("tool_call_id", "call_2")
-	wantError(t, f.withKey(http.MethodPost, "/v1/claims", tokenAcme, idemValue, other), http.StatusUnprocessableEntity, "idempotency_key_reused")
+	wantError(t, f.withKey(http.MethodPost, "/v1/claims", tokenAcme, value, other), http.StatusUnprocessableEntity, "idempotency_key_reused")
 	f.srv.EndWaits()
 	first := <-done
 	wantStatus(t, first, http.StatusConflict)
