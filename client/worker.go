@@ -208,9 +208,19 @@ func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // Run takes and calls work items until ctx ends, then waits for the calls
 // in flight to report, and returns nil; an error means the consumer could
-// not be made at first.
+// not be made at first. A consumer (or stream) not there yet is waited
+// for: in the account layout the service makes it, and a runtime may
+// start before the service does.
 func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.Consumer(ctx)
+	for d := 100 * time.Millisecond; err != nil && notMadeYet(err) && ctx.Err() == nil; d = min(2*d, w.maxBackoff) {
+		w.log.WarnContext(ctx, "work consumer not there yet; waiting for it", "tenant", w.tenant, "err", err, "retry_in", d)
+		sleep(ctx, d)
+		cons, err = w.Consumer(ctx)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -227,6 +237,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// notMadeYet reports whether the work consumer or its stream does not
+// exist (yet).
+func notMadeYet(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // consumerRef is the consumer the pullers share, made again by the first
