@@ -13,6 +13,11 @@ import (
 // RatioTarget is the issue's goal: real at least half of bare at 64 connections.
 const RatioTarget = 0.5
 
+// PgxRatioTarget is issue 32's goal for claims at 64 connections: the
+// durable path at least 1.5 times the pgx claim service (1.0 at one
+// connection).
+const PgxRatioTarget = 1.5
+
 // Report is what one Run measured. Durations are in milliseconds.
 type Report struct {
 	// Mode is ModeClaim or ModeWebhook.
@@ -31,6 +36,9 @@ type Report struct {
 	Targets []TargetResult `json:"targets"`
 	// RealOverBare is real's claims/s over bare's; 0 when bare was skipped.
 	RealOverBare float64 `json:"real_over_bare,omitempty"`
+	// RealOverPgx is real's claims/s over the pgx claim service's; 0 when
+	// it did not run.
+	RealOverPgx float64 `json:"real_over_pgx,omitempty"`
 	// DurableOverVerify is webhook mode's ratio: the durable route's req/s
 	// over the verify-only route's; 0 when verify-only was skipped.
 	DurableOverVerify float64 `json:"durable_over_verify,omitempty"`
@@ -206,6 +214,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		verdict = r.unsafe(verdict)
 		fmt.Fprintf(&b, "real/bare: %.2f (target >= %.2f: %s)\n", r.RealOverBare, RatioTarget, verdict)
+	}
+	if r.RealOverPgx > 0 {
+		verdict := "met"
+		if r.RealOverPgx < PgxRatioTarget {
+			verdict = "MISSED"
+		}
+		verdict = r.unsafe(verdict)
+		fmt.Fprintf(&b, "real/pgx: %.2f (issue 32's target at 64 connections >= %.2f: %s)\n", r.RealOverPgx, PgxRatioTarget, verdict)
 	}
 	if rl := r.Relay; rl != nil {
 		pace := "unlimited"

@@ -43,6 +43,10 @@ type Options struct {
 	// disk): an acknowledged write can be lost, and a power cut can leave
 	// a file that does not open. serve has no setting for it.
 	UnsafeNoSync bool
+	// WAL puts a write-ahead log in front of the file (wal.go): a group
+	// is acknowledged once its record is fsynced in the log, and bbolt
+	// commits in large batches off the callers' path.
+	WAL bool
 
 	// openFile replaces os.OpenFile (tests inject I/O failures with it).
 	openFile func(string, int, os.FileMode) (*os.File, error)
