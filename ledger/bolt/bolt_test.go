@@ -3,6 +3,7 @@ package bolt_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
@@ -14,6 +15,20 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) ledger.Store {
 		s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Policy: ledger.DefaultPolicy()})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+// TestConformanceWAL runs the suite on the store with its write-ahead log,
+// with a flush interval short enough that every subtest sees reads served
+// from the log's layers, from bbolt after a batch commit, and both mixed.
+func TestConformanceWAL(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) ledger.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Policy: ledger.DefaultPolicy(), WAL: true, WALFlushInterval: time.Millisecond})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}

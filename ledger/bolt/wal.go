@@ -1,0 +1,518 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// The write-ahead log in front of bbolt (Options.WAL; the package doc's
+// "Write-ahead log" section says why and how it stays durable).
+
+// metaWALIndex is the meta key holding the last log index bbolt holds
+// (etcd's consistent index): open replays only the records after it.
+var metaWALIndex = []byte("wal_index")
+
+// Defaults of the log's flushing into bbolt.
+const (
+	// DefaultWALFlushInterval is how often bbolt takes what the log holds
+	// beyond it (etcd: 100 ms).
+	DefaultWALFlushInterval = 100 * time.Millisecond
+	// DefaultWALFlushBytes starts a flush before the interval when this
+	// much is waiting.
+	DefaultWALFlushBytes = 8 << 20
+	// walMaxPending is how much may wait for bbolt while a flush runs;
+	// above it the committer waits for the flush (bounded memory).
+	walMaxPending = 64 << 20
+)
+
+// walDir is the log directory of the file at path.
+func walDir(path string) string { return path + ".wal" }
+
+// walState is the store's log and the writes bbolt does not hold yet.
+type walState struct {
+	log        *wlog
+	flushEvery time.Duration
+	flushBytes int
+
+	// active takes the committer's groups; only the committer writes it,
+	// under mu (readers copy it under mu).
+	active *layer
+
+	mu sync.Mutex
+	// frozen layers wait for (or are in) the flusher's bbolt commit,
+	// oldest first; they are immutable.
+	frozen []*layer
+	// snap is readers' copy of active, valid while snapVer == activeVer.
+	snap               *layer
+	snapVer, activeVer uint64
+	flushed            *sync.Cond // signalled when frozen shrinks
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	flushes    uint64
+	flushNanos int64
+}
+
+// readWALIndex returns the log index bbolt holds (0: none, a file from
+// before the log).
+func readWALIndex(db *bolt.DB) (uint64, error) {
+	var n uint64
+	err := db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(metaWALIndex); len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// recoverLog replays the log after the index bbolt holds into bbolt (one
+// commit that also records the new index) and returns the last index.
+// It runs on every open, with the log or without: a file last written with
+// the log may hold acknowledged writes only there.
+func recoverLog(db *bolt.DB, fs walFS, dir string) (uint64, error) {
+	held, err := readWALIndex(db)
+	if err != nil {
+		return 0, err
+	}
+	var payloads [][]byte
+	last, err := replayLog(fs, dir, held, func(_ uint64, p []byte) error {
+		payloads = append(payloads, p)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(payloads) == 0 {
+		return last, nil
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, p := range payloads {
+			if err := applyRecord(tx, p); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaWALIndex, binary.BigEndian.AppendUint64(nil, last))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay the write-ahead log: %w", err)
+	}
+	return last, nil
+}
+
+// applyRecord writes one record's mutations into a bbolt transaction.
+func applyRecord(tx *bolt.Tx, p []byte) error {
+	return decodeMutations(p, func(kind byte, bi int, k, v []byte, seq uint64) error {
+		b := tx.Bucket(allBuckets[bi])
+		if b == nil {
+			return fmt.Errorf("bucket %s missing", allBuckets[bi])
+		}
+		switch kind {
+		case mutPut:
+			return b.Put(k, v)
+		case mutDelete:
+			return b.Delete(k)
+		default:
+			return b.SetSequence(seq)
+		}
+	})
+}
+
+// applyLayer writes a layer's writes into a bbolt transaction, each
+// bucket's in key order.
+func applyLayer(tx *bolt.Tx, l *layer) error {
+	for i, m := range l.maps {
+		if m == nil {
+			continue
+		}
+		b := tx.Bucket(allBuckets[i])
+		var err error
+		m.Scan(func(k string, e entry) bool {
+			if e.del {
+				err = b.Delete([]byte(k))
+			} else {
+				err = b.Put([]byte(k), e.v)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", allBuckets[i], err)
+		}
+	}
+	for i, ok := range l.seqSet {
+		if ok {
+			if err := tx.Bucket(allBuckets[i]).SetSequence(l.seq[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeLogDir removes the segments and directory of a log whose records
+// bbolt holds (a store opened without the log).
+func removeLogDir(fs walFS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := fs.Remove(dir + string(os.PathSeparator) + n); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// begin returns the layers a transaction sees (newest first; extra before
+// them) and a bbolt read transaction, taken together under mu so that the
+// flusher's dropping of a layer bbolt now holds is never half seen.
+func (w *walState) begin(db *bolt.DB, committer bool) ([]*layer, *bolt.Tx, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	layers := make([]*layer, 0, 2+len(w.frozen))
+	if committer {
+		layers = append(layers, nil, w.active) // [0] is the group's own layer
+	} else {
+		if w.snap == nil || w.snapVer != w.activeVer {
+			w.snap, w.snapVer = w.active.snapshot(), w.activeVer
+		}
+		layers = append(layers, w.snap)
+	}
+	for i := len(w.frozen) - 1; i >= 0; i-- {
+		layers = append(layers, w.frozen[i])
+	}
+	btx, err := db.Begin(false)
+	return layers, btx, err
+}
+
+// commitGroupWAL is commitGroup with the log: it runs the group's ops
+// over bbolt's last commit and the layers above it, collecting their
+// writes in the group's own layer; appends that layer as one log record
+// and fsyncs it; then adds it to the active layer and answers. bbolt
+// takes the writes later, in the flusher's batches.
+func (s *Store) commitGroupWAL(group []*op) {
+	w := s.wal
+	for len(group) > 0 {
+		layers, btx, err := w.begin(s.db, true)
+		if err != nil {
+			s.failGroup(group, err)
+			return
+		}
+		g := &layer{}
+		layers[0] = g
+		tx := &boltTx{tx: btx, store: s, wal: true, layers: layers, top: g}
+		failed := -1
+		start := time.Now()
+		for i, o := range group {
+			before := tx.writes
+			o.err = runOp(o.fn, tx)
+			if o.err != nil && tx.writes != before {
+				failed = i
+				break
+			}
+		}
+		_ = btx.Rollback()
+		ran := time.Now()
+		s.metrics.runNanos.Add(int64(ran.Sub(start)))
+		if failed >= 0 {
+			s.logger.Warn("bolt: op failed after writing; group re-runs without it", "ops", len(group), "err", group[failed].err)
+			close(group[failed].done)
+			rest := make([]*op, 0, len(group)-1)
+			rest = append(rest, group[:failed]...)
+			group = append(rest, group[failed+1:]...)
+			s.metrics.rollbacks.Add(1)
+			continue
+		}
+		s.metrics.groups.Add(1)
+		s.metrics.ops.Add(uint64(len(group)))
+		if g.writes == 0 {
+			s.metrics.readOnly.Add(1)
+			if tx.flush {
+				s.forceFreeze()
+			}
+			deliver(group)
+			return
+		}
+		idx, err := w.log.append(encodeLayer(nil, g))
+		s.metrics.commitNanos.Add(int64(time.Since(ran)))
+		if err != nil {
+			s.logger.Error("bolt: write-ahead log append failed; writes fail until restart", "ops", len(group), "err", err)
+			s.failGroup(group, err)
+			return
+		}
+		g.last = idx
+		w.mu.Lock()
+		w.active.mergeFrom(g)
+		w.activeVer++
+		w.mu.Unlock()
+		if tx.flush {
+			s.forceFreeze()
+		}
+		deliver(group)
+		if tx.wakeSet {
+			s.signalOutbox()
+		}
+		s.maybeFreeze(false)
+		return
+	}
+}
+
+func deliver(group []*op) {
+	for _, o := range group {
+		close(o.done)
+	}
+}
+
+// failGroup answers every op of group with ErrUnavailable.
+func (s *Store) failGroup(group []*op, err error) {
+	err = unavailable("commit", err)
+	for _, o := range group {
+		o.err = err
+	}
+	deliver(group)
+}
+
+// maybeFreeze hands the active layer to the flusher when it is big enough
+// (or, on the timer, when it holds anything) and the flusher is idle. Past
+// walMaxPending it waits for the flusher instead: memory stays bounded
+// when bbolt falls behind the log.
+func (s *Store) maybeFreeze(timer bool) {
+	w := s.wal
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.active
+	if a.writes == 0 || !timer && a.bytes < w.flushBytes {
+		return
+	}
+	if len(w.frozen) > 0 {
+		if a.bytes < walMaxPending {
+			return // the flusher takes it on a later tick
+		}
+		for len(w.frozen) > 0 {
+			w.flushed.Wait()
+		}
+	}
+	w.frozen = append(w.frozen, a)
+	w.active = &layer{}
+	w.activeVer++
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// forceFreeze hands the active layer to the flusher now, waiting for a
+// flush in progress first (Store.Flush).
+func (s *Store) forceFreeze() {
+	w := s.wal
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.frozen) > 0 {
+		w.flushed.Wait()
+	}
+	if w.active.writes == 0 {
+		return
+	}
+	w.frozen = append(w.frozen, w.active)
+	w.active = &layer{}
+	w.activeVer++
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush returns once bbolt holds every write acknowledged before it was
+// called: with the log, it has the committer hand its writes to the
+// flusher and waits for that batch commit (a backup of the bbolt file
+// taken after it holds them); without the log, every acknowledged write
+// is in bbolt already.
+func (s *Store) Flush(ctx context.Context) error {
+	if s.wal == nil {
+		if s.isClosed() {
+			return errClosed
+		}
+		return nil
+	}
+	if err := s.write(ctx, func(tx *boltTx) error { tx.flush = true; return nil }); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	w := s.wal
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.frozen) > 0 {
+		w.flushed.Wait()
+	}
+	return nil
+}
+
+// flushLoop is the flusher goroutine: it commits frozen layers into bbolt
+// and then drops the log segments bbolt holds.
+func (s *Store) flushLoop() {
+	w := s.wal
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		}
+		if err := s.flushFrozen(); err != nil {
+			s.logger.Error("bolt: batch commit from the write-ahead log failed; retrying", "err", err)
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(time.Second):
+			}
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flushFrozen commits every frozen layer into bbolt in one transaction
+// that also records the last log index they carry, drops them, and
+// removes the log segments bbolt now holds.
+func (s *Store) flushFrozen() error {
+	w := s.wal
+	w.mu.Lock()
+	ls := slices.Clone(w.frozen)
+	w.mu.Unlock()
+	if len(ls) == 0 {
+		return nil
+	}
+	last := ls[len(ls)-1].last
+	s.crashPoint("flush-start")
+	start := time.Now()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, l := range ls {
+			if err := applyLayer(tx, l); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaWALIndex, binary.BigEndian.AppendUint64(nil, last))
+	})
+	if err != nil {
+		return fmt.Errorf("commit to bbolt: %w", err)
+	}
+	if s.afterBoltCommit != nil {
+		s.afterBoltCommit()
+	}
+	s.crashPoint("flush-committed")
+	w.mu.Lock()
+	w.frozen = w.frozen[len(ls):]
+	w.flushes++
+	w.flushNanos += int64(time.Since(start))
+	w.flushed.Broadcast()
+	w.mu.Unlock()
+	for _, l := range ls {
+		if l.maps[bucketIndex(bucketOutbox)] != nil {
+			s.signalOutbox() // a reader of bbolt alone would now see them
+			break
+		}
+	}
+	if err := w.log.removeThrough(last, func() { s.crashPoint("truncate") }); err != nil {
+		return fmt.Errorf("truncate the write-ahead log: %w", err)
+	}
+	return nil
+}
+
+// closeWAL runs after the committer stopped: it stops the flusher, commits
+// everything the log holds into bbolt and removes the log's segments. If
+// bbolt cannot take them, the log stays for the next open to replay.
+func (s *Store) closeWAL() error {
+	w := s.wal
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	if w.active.writes > 0 {
+		w.frozen = append(w.frozen, w.active)
+		w.active = &layer{}
+		w.activeVer++
+	}
+	w.mu.Unlock()
+	if err := s.flushFrozen(); err != nil {
+		return errors.Join(err, w.log.closeOnly())
+	}
+	return w.log.closeAndRemove()
+}
+
+// WALStats are the log's figures since Open (zero without the log).
+type WALStats struct {
+	// Flushes is the number of batch commits into bbolt, FlushTime their
+	// total duration; Segments the log files now on disk.
+	Flushes   uint64
+	FlushTime time.Duration
+	Segments  int
+}
+
+// WALStats returns the log's figures.
+func (s *Store) WALStats() WALStats {
+	if s.wal == nil {
+		return WALStats{}
+	}
+	s.wal.mu.Lock()
+	defer s.wal.mu.Unlock()
+	return WALStats{Flushes: s.wal.flushes, FlushTime: time.Duration(s.wal.flushNanos), Segments: s.wal.log.segments()}
+}
+
+// crashPoint calls the crash tests' hook (nil outside them).
+func (s *Store) crashPoint(name string) {
+	if s.crashHook != nil {
+		s.crashHook(name)
+	}
+}
+
+// viewWAL is view with the log: bbolt's last commit under the layers.
+func (s *Store) viewWAL(fn func(*boltTx) error) error {
+	layers, btx, err := s.wal.begin(s.db, false)
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+			return errClosed
+		}
+		return unavailable("read", err)
+	}
+	defer func() { _ = btx.Rollback() }()
+	return fn(&boltTx{tx: btx, wal: true, layers: layers})
+}
+
+// openWAL starts the log after last (every record up to it is in bbolt).
+func openWAL(fs walFS, path string, last uint64, opts Options) (*walState, error) {
+	if opts.WALSegmentSize <= 0 {
+		opts.WALSegmentSize = DefaultWALSegmentSize
+	}
+	if opts.WALFlushInterval <= 0 {
+		opts.WALFlushInterval = DefaultWALFlushInterval
+	}
+	if opts.WALFlushBytes <= 0 {
+		opts.WALFlushBytes = DefaultWALFlushBytes
+	}
+	l, err := openLog(fs, walDir(path), last+1, opts.WALSegmentSize)
+	if err != nil {
+		return nil, err
+	}
+	w := &walState{
+		log: l, flushEvery: opts.WALFlushInterval, flushBytes: opts.WALFlushBytes,
+		active: &layer{},
+		kick:   make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	w.flushed = sync.NewCond(&w.mu)
+	return w, nil
+}
