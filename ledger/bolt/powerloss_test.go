@@ -42,6 +42,7 @@ type faultFS struct {
 type faultState struct {
 	written, synced int64
 	dirSynced       bool
+	handle          *faultFile
 }
 
 type faultFile struct {
@@ -52,28 +53,61 @@ type faultFile struct {
 
 func newFaultFS() *faultFS { return &faultFS{files: map[string]*faultState{}} }
 
-func (fs *faultFS) Create(name string) (walFile, error) {
+// Create zero-fills and fsyncs the file (osFS does): its zeros are durable.
+func (fs *faultFS) Create(name string, size int64) (walFile, error) {
 	fs.mu.Lock()
-	defer fs.mu.Unlock()
 	if fs.cut {
+		fs.mu.Unlock()
 		return nil, errPowerCut
 	}
-	f, err := fs.osFS.Create(name)
+	fs.mu.Unlock()
+	f, err := fs.osFS.Create(name, size)
 	if err != nil {
 		return nil, err
 	}
-	fs.files[name] = &faultState{}
-	return &faultFile{fs: fs, name: name, f: f}, nil
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	ff := &faultFile{fs: fs, name: name, f: f}
+	fs.files[name] = &faultState{handle: ff}
+	return ff, nil
 }
 
-func (f *faultFile) Write(p []byte) (int, error) {
+// Rename moves the file's state; the new name is durable only after SyncDir.
+func (fs *faultFS) Rename(oldname, newname string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.cut {
+		return errPowerCut
+	}
+	if err := fs.osFS.Rename(oldname, newname); err != nil {
+		return err
+	}
+	st := fs.files[oldname]
+	delete(fs.files, oldname)
+	if st == nil {
+		st = &faultState{}
+	}
+	st.dirSynced = false
+	fs.files[newname] = st
+	return nil
+}
+
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if f.fs.cut {
 		return 0, errPowerCut
 	}
-	n, err := f.f.Write(p)
-	f.fs.files[f.name].written += int64(n)
+	n, err := f.f.WriteAt(p, off)
+	st := f.fs.files[f.name]
+	if st == nil { // renamed: the state moved with the name
+		for name, s := range f.fs.files {
+			if s.handle == f {
+				st, f.name = s, name
+			}
+		}
+	}
+	st.written = max(st.written, off+int64(n))
 	return n, err
 }
 
@@ -89,8 +123,11 @@ func (f *faultFile) Sync() error {
 			return errPowerCut
 		}
 	}
-	st := f.fs.files[f.name]
-	st.synced = st.written
+	for _, st := range f.fs.files {
+		if st.handle == f {
+			st.synced = st.written
+		}
+	}
 	return nil
 }
 
@@ -153,12 +190,16 @@ func (fs *faultFS) powerCut(rng *rand.Rand) (torn int) {
 			keep += rng.Int64N(extra + 1)
 			torn++
 		}
-		_ = os.Truncate(name, keep)
-		if keep > st.synced && rng.IntN(2) == 0 {
-			if f, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
-				_, _ = f.WriteAt([]byte{0xA5}, keep-1)
-				_ = f.Close()
+		// What was written after keep never reached the disk: the
+		// preallocated zeros are still there.
+		if f, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			if st.written > keep {
+				_, _ = f.WriteAt(make([]byte, st.written-keep), keep)
 			}
+			if keep > st.synced && rng.IntN(2) == 0 {
+				_, _ = f.WriteAt([]byte{0xA5}, keep-1)
+			}
+			_ = f.Close()
 		}
 	}
 	return torn

@@ -49,8 +49,12 @@ type walFS interface {
 	// List returns the segment names of dir (missing dir: none).
 	List(dir string) ([]string, error)
 	ReadFile(name string) ([]byte, error)
-	// Create makes a new empty file for appending.
-	Create(name string) (walFile, error)
+	// Create makes a new file of size zero bytes and fsyncs it: records
+	// are then written inside it, so an fdatasync after a record changes
+	// no file size and costs one write, not a journal commit as well.
+	Create(name string, size int64) (walFile, error)
+	// Rename renames a file (the spare segment into place).
+	Rename(oldname, newname string) error
 	// Truncate cuts name to size and fsyncs it.
 	Truncate(name string, size int64) error
 	Remove(name string) error
@@ -59,7 +63,8 @@ type walFS interface {
 }
 
 type walFile interface {
-	Write(p []byte) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	// Sync is fdatasync where the platform has it.
 	Sync() error
 	Close() error
 }
@@ -84,9 +89,30 @@ func (osFS) List(dir string) ([]string, error) {
 	return out, nil
 }
 func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
-func (osFS) Create(name string) (walFile, error) {
-	return os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+func (osFS) Create(name string, size int64) (walFile, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.Write(zeros[:min(int64(len(zeros)), size-off)]); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return dataSyncFile{f}, nil
 }
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// dataSyncFile syncs with fdatasync (wal_sync_*.go).
+type dataSyncFile struct{ *os.File }
+
+func (f dataSyncFile) Sync() error { return fdatasync(f.File) }
 func (osFS) Truncate(name string, size int64) error {
 	f, err := os.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
@@ -153,6 +179,9 @@ func replayLog(fs walFS, dir string, after uint64, apply func(idx uint64, payloa
 		}
 		off := 0
 		for off < len(data) {
+			if allZero(data[off:]) {
+				break // the preallocated rest of the segment
+			}
 			idx, payload, n, bad := parseRecord(data[off:])
 			if bad == "" && prev != 0 && idx != prev+1 {
 				bad = fmt.Sprintf("index %d after %d", idx, prev)
@@ -191,12 +220,21 @@ func replayLog(fs walFS, dir string, after uint64, apply func(idx uint64, payloa
 	return last, nil
 }
 
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // restEmpty reports whether every segment in names is empty (a crash
 // while starting a new segment can leave one).
 func restEmpty(fs walFS, dir string, names []string) bool {
 	for _, n := range names {
 		b, err := fs.ReadFile(filepath.Join(dir, n))
-		if err != nil || len(b) > 0 {
+		if err != nil || !allZero(b) {
 			return false
 		}
 	}
@@ -229,8 +267,12 @@ type wlog struct {
 
 	f    walFile
 	size int64
+	cap  int64 // the current segment's preallocated size
 	next uint64
 	buf  []byte
+	// spare is the next segment, zero-filled in the background so that a
+	// rotation only renames it.
+	spare chan spareSeg
 	// broken is set by a failed write or fsync: what reached the file is
 	// unknown, so nothing more is appended (every later write fails).
 	broken error
@@ -257,19 +299,58 @@ func openLog(fs walFS, dir string, next uint64, segSize int64) (*wlog, error) {
 			return nil, fmt.Errorf("remove %s: %w", n, err)
 		}
 	}
+	_ = fs.Remove(filepath.Join(dir, spareName)) // left by a crash
 	l := &wlog{fs: fs, dir: dir, segSize: segSize, next: next}
-	if err := l.startSegment(); err != nil {
+	if err := l.startSegment(min(segSize, walFirstSegment)); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// startSegment creates the segment for l.next and makes its name durable.
-func (l *wlog) startSegment() error {
+// walFirstSegment is the size of a freshly opened log's first segment:
+// small, so that opening a store writes little; the next ones (segSize)
+// are prepared in the background once it is half full.
+const walFirstSegment = 256 << 10
+
+// spareName is the segment being zero-filled for the next rotation.
+const spareName = "spare.tmp"
+
+type spareSeg struct {
+	f   walFile
+	err error
+}
+
+// prepareSpare zero-fills the next segment in the background.
+func (l *wlog) prepareSpare() {
+	l.spare = make(chan spareSeg, 1)
+	go func(ch chan<- spareSeg) { // owner: wlog; one result, taken by startSegment or closeOnly
+		f, err := l.fs.Create(filepath.Join(l.dir, spareName), l.segSize)
+		ch <- spareSeg{f, err}
+	}(l.spare)
+}
+
+// startSegment starts the segment for l.next: the spare when one was
+// prepared, else a new file of size zero bytes. Its name is made durable
+// before any record in it can be acknowledged.
+func (l *wlog) startSegment(size int64) error {
 	path := filepath.Join(l.dir, segName(l.next))
-	f, err := l.fs.Create(path)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+	var f walFile
+	if l.spare != nil {
+		sp := <-l.spare
+		l.spare = nil
+		if sp.err != nil {
+			return fmt.Errorf("prepare %s: %w", path, sp.err)
+		}
+		if err := l.fs.Rename(filepath.Join(l.dir, spareName), path); err != nil {
+			_ = sp.f.Close()
+			return fmt.Errorf("rename spare segment to %s: %w", path, err)
+		}
+		f, size = sp.f, l.segSize
+	} else {
+		var err error
+		if f, err = l.fs.Create(path, size); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		_ = f.Close()
@@ -281,7 +362,7 @@ func (l *wlog) startSegment() error {
 			return fmt.Errorf("close segment: %w", err)
 		}
 	}
-	l.f, l.size = f, 0
+	l.f, l.size, l.cap = f, 0, size
 	l.mu.Lock()
 	l.segs = append(l.segs, l.next)
 	l.mu.Unlock()
@@ -297,8 +378,8 @@ func (l *wlog) append(payload []byte) (uint64, error) {
 	if len(payload) > walMaxRecord {
 		return 0, fmt.Errorf("log record of %d bytes: over %d", len(payload), walMaxRecord)
 	}
-	if l.size > 0 && l.size+int64(walHeader+len(payload)) > l.segSize {
-		if err := l.startSegment(); err != nil {
+	if l.size > 0 && l.size+int64(walHeader+len(payload)) > l.cap {
+		if err := l.startSegment(l.segSize); err != nil {
 			l.broken = fmt.Errorf("write-ahead log: %w", err)
 			return 0, l.broken
 		}
@@ -311,7 +392,7 @@ func (l *wlog) append(payload []byte) (uint64, error) {
 	b = append(b, payload...)
 	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], crcTable))
 	l.buf = b
-	if _, err := l.f.Write(b); err != nil {
+	if _, err := l.f.WriteAt(b, l.size); err != nil {
 		l.broken = fmt.Errorf("write-ahead log: write: %w", err)
 		return 0, l.broken
 	}
@@ -321,6 +402,9 @@ func (l *wlog) append(payload []byte) (uint64, error) {
 	}
 	l.size += int64(len(b))
 	l.next++
+	if l.spare == nil && l.size > l.cap/2 {
+		l.prepareSpare()
+	}
 	if cap(l.buf) > 4<<20 {
 		l.buf = nil // one huge group does not pin its buffer
 	}
@@ -361,11 +445,7 @@ func (l *wlog) segments() int {
 // closeAndRemove closes the current segment and removes every segment:
 // called once bbolt holds every record.
 func (l *wlog) closeAndRemove() error {
-	var err error
-	if l.f != nil {
-		err = l.f.Close()
-		l.f = nil
-	}
+	err := l.closeOnly()
 	l.mu.Lock()
 	segs := l.segs
 	l.segs = nil
@@ -380,11 +460,18 @@ func (l *wlog) closeAndRemove() error {
 
 // closeOnly closes the current segment, leaving the files (a failed store).
 func (l *wlog) closeOnly() error {
-	if l.f == nil {
-		return nil
+	var err error
+	if l.f != nil {
+		err = l.f.Close()
+		l.f = nil
 	}
-	err := l.f.Close()
-	l.f = nil
+	if l.spare != nil {
+		if sp := <-l.spare; sp.f != nil {
+			err = errors.Join(err, sp.f.Close())
+		}
+		l.spare = nil
+		_ = l.fs.Remove(filepath.Join(l.dir, spareName))
+	}
 	return err
 }
 
