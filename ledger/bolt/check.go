@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-
 	"github.com/agentledger/reconciler/ledger"
 )
 

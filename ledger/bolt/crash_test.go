@@ -36,11 +36,11 @@ const (
 	// and log truncations; crashEnvAt ("point:n") makes the child kill
 	// itself at the n-th pass of a crash point (flush-start: a moment
 	// later, inside bbolt's commit; truncate: between segment removals).
-	crashEnvWAL = "RECONCILER_BOLT_CRASH_WAL"
-	crashEnvAt  = "RECONCILER_BOLT_CRASH_AT"
-	crashWorkers  = 16
-	crashKills    = 24
-	crashTenant   = "acme"
+	crashEnvWAL  = "RECONCILER_BOLT_CRASH_WAL"
+	crashEnvAt   = "RECONCILER_BOLT_CRASH_AT"
+	crashWorkers = 16
+	crashKills   = 24
+	crashTenant  = "acme"
 )
 
 // Ack levels, in the order the child reaches them for one key.

@@ -1,14 +1,13 @@
 package bolt
 
 import (
-	"os"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
 
 	"github.com/agentledger/reconciler/ledger"
 )

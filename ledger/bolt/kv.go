@@ -216,8 +216,8 @@ type boltSource struct{ c *bolt.Cursor }
 
 func bk(k, v []byte) ([]byte, entry, bool) { return k, entry{v: v}, k != nil }
 
-func (s boltSource) first() ([]byte, entry, bool)     { return bk(s.c.First()) }
-func (s boltSource) last() ([]byte, entry, bool)      { return bk(s.c.Last()) }
+func (s boltSource) first() ([]byte, entry, bool)      { return bk(s.c.First()) }
+func (s boltSource) last() ([]byte, entry, bool)       { return bk(s.c.Last()) }
 func (s boltSource) ge(k []byte) ([]byte, entry, bool) { return bk(s.c.Seek(k)) }
 func (s boltSource) gt(k []byte) ([]byte, entry, bool) {
 	k2, v := s.c.Seek(k)
