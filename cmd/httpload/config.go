@@ -88,9 +88,9 @@ type Config struct {
 	// PostgreSQL to claim mode's phase 1, in the same rounds as bare and
 	// real, and the report's real/pgx ratio.
 	PgxURL string
-	// WAL opens the real target's store with its write-ahead log
-	// (bolt.Options.WAL).
-	WAL bool
+	// NoWAL opens the real target's store without its write-ahead log
+	// (bolt.Options.NoWAL): every group its own bbolt commit.
+	NoWAL bool
 	// Dir is where the temporary data directory is created ("" = os.TempDir()).
 	Dir string
 	// Logger receives the program's progress lines (nil: discarded).

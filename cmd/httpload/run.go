@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			}
 		}()
 	}
-	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, wal: cfg.WAL, now: cfg.Now}, cfg.Logger)
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, now: cfg.Now}, cfg.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("httpload: real target: %w", err)
 	}

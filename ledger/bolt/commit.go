@@ -76,6 +76,11 @@ func (s *Store) commitLoop() {
 	defer close(s.loopDone)
 	var tick <-chan time.Time
 	if s.wal != nil {
+		go s.syncLoop()
+		defer func() { // the syncer answers every group handed to it first
+			close(s.wal.syncQ)
+			<-s.wal.syncDone
+		}()
 		// The timer hands the log's writes to the flusher when the load
 		// is too light to fill a batch.
 		t := time.NewTicker(s.wal.flushEvery)
@@ -85,6 +90,9 @@ func (s *Store) commitLoop() {
 	for {
 		select {
 		case <-s.wake:
+			if s.wal != nil {
+				s.maybeFreeze(false) // merges what the syncer made durable
+			}
 		case <-tick:
 			s.maybeFreeze(true)
 			continue

@@ -211,7 +211,7 @@ func parseAck(s string) (ackLine, bool) {
 func verifyCrashFile(t *testing.T, path string, acked map[int]int, round int, wal bool) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(path, Options{LockTimeout: 5 * time.Second, WAL: wal})
+	s, err := Open(path, Options{LockTimeout: 5 * time.Second, NoWAL: !wal})
 	if err != nil {
 		t.Fatalf("round %d: reopen: %v", round, err)
 	}
@@ -298,9 +298,9 @@ func TestCrashChild(t *testing.T) {
 	}
 	// The parent waits for this process to die before reopening, but
 	// the kernel may release the lock a moment after the exit is reported.
-	opts := Options{LockTimeout: 10 * time.Second}
+	opts := Options{LockTimeout: 10 * time.Second, NoWAL: os.Getenv(crashEnvWAL) != "1"}
 	if os.Getenv(crashEnvWAL) == "1" {
-		opts.WAL, opts.WALSegmentSize, opts.WALFlushInterval = true, 16<<10, 2*time.Millisecond
+		opts.WALSegmentSize, opts.WALFlushInterval = 16<<10, 2*time.Millisecond
 		if at := os.Getenv(crashEnvAt); at != "" {
 			point, nth, _ := strings.Cut(at, ":")
 			n, _ := strconv.Atoi(nth)

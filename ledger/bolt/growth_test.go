@@ -19,7 +19,7 @@ import (
 // ledger grows"): 64 goroutines claim fresh minted keys until the store
 // holds BOLT_GROWTH_ROWS rows, and every window of BOLT_GROWTH_WINDOW rows
 // (default 50,000) logs its claims/s, the file's bytes per row and the
-// process's RssAnon. BOLT_GROWTH_WAL=1 opens the store with its
+// process's RssAnon. BOLT_GROWTH_NOWAL=1 opens the store without its
 // write-ahead log; BOLT_GROWTH_DIR puts the file on another disk. Skipped
 // unless BOLT_GROWTH_ROWS is set: it runs for minutes.
 func TestClaimGrowth(t *testing.T) {
@@ -42,7 +42,7 @@ func TestClaimGrowth(t *testing.T) {
 		defer os.RemoveAll(dir)
 	}
 	path := filepath.Join(dir, "ledger.db")
-	s, err := Open(path, Options{Policy: ledger.DefaultPolicy(), WAL: os.Getenv("BOLT_GROWTH_WAL") == "1"})
+	s, err := Open(path, Options{Policy: ledger.DefaultPolicy(), NoWAL: os.Getenv("BOLT_GROWTH_NOWAL") == "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

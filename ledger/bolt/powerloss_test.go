@@ -265,7 +265,7 @@ func TestPowerLoss(t *testing.T) {
 			image = b
 		}
 		opts := Options{
-			Policy: ledger.DefaultPolicy(), WAL: true, walFS: fs, afterBoltCommit: snap,
+			Policy: ledger.DefaultPolicy(), walFS: fs, afterBoltCommit: snap,
 			WALSegmentSize: int64(8<<10 + rng.IntN(64<<10)), WALFlushInterval: time.Duration(1+rng.IntN(40)) * time.Millisecond,
 		}
 		s, err := Open(path, opts)
@@ -386,7 +386,7 @@ func plSteps(ctx context.Context, s *Store, i int) (int, error) {
 func plVerify(t *testing.T, path string, round int, acked map[int]int, ackDeleted map[uint64]bool, seen map[uint64]plEvent) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(path, Options{Policy: ledger.DefaultPolicy(), WAL: true})
+	s, err := Open(path, Options{Policy: ledger.DefaultPolicy()})
 	if err != nil {
 		t.Fatalf("round %d: reopen after the power cut: %v", round, err)
 	}

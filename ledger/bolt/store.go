@@ -43,10 +43,12 @@ type Options struct {
 	// disk): an acknowledged write can be lost, and a power cut can leave
 	// a file that does not open. serve has no setting for it.
 	UnsafeNoSync bool
-	// WAL puts a write-ahead log in front of the file (wal.go): a group
-	// is acknowledged once its record is fsynced in the log, and bbolt
-	// commits in large batches off the callers' path.
-	WAL bool
+	// NoWAL turns the write-ahead log off (wal.go, on by default): every
+	// group is then its own bbolt commit (two fdatasyncs and its page
+	// writes before the answer), as before the log existed. With the log,
+	// a group is acknowledged once its record is fdatasynced in the log,
+	// and bbolt commits in large batches off the callers' path.
+	NoWAL bool
 	// WALSegmentSize is where the log starts a new file (default 32 MiB).
 	WALSegmentSize int64
 	// WALFlushInterval is how often bbolt takes the log's writes in one
@@ -109,7 +111,7 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// wal is the write-ahead log (nil without Options.WAL).
+	// wal is the write-ahead log (nil with Options.NoWAL).
 	wal             *walState
 	crashHook       func(string)
 	afterBoltCommit func()
@@ -183,7 +185,7 @@ func Open(path string, opts Options) (*Store, error) {
 
 		crashHook: opts.crashHook, afterBoltCommit: opts.afterBoltCommit,
 	}
-	if opts.WAL {
+	if !opts.NoWAL {
 		if s.wal, err = openWAL(fs, path, last, opts); err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
@@ -197,7 +199,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return s.write(ctx, func(tx *boltTx) error { return fn(tx) })
 	}}
 	go s.commitLoop()
-	s.logger.Info("bolt: store opened", "path", path, "schema_version", schemaVersion, "wal", opts.WAL, "wal_index", last)
+	s.logger.Info("bolt: store opened", "path", path, "schema_version", schemaVersion, "wal", !opts.NoWAL, "wal_index", last)
 	return s, nil
 }
 

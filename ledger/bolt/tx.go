@@ -28,9 +28,6 @@ type boltTx struct {
 	wal    bool
 	layers []*layer
 	top    *layer
-	// flush asks the committer to hand the log's writes to the flusher
-	// after this group (Store.Flush).
-	flush bool
 }
 
 var _ ledger.Tx = (*boltTx)(nil)

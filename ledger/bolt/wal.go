@@ -14,7 +14,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
-// The write-ahead log in front of bbolt (Options.WAL; the package doc's
+// The write-ahead log in front of bbolt (on unless Options.NoWAL; the package doc's
 // "Write-ahead log" section says why and how it stays durable).
 
 // metaWALIndex is the meta key holding the last log index bbolt holds
@@ -55,6 +55,17 @@ type walState struct {
 	snap               *layer
 	snapVer, activeVer uint64
 	flushed            *sync.Cond // signalled when frozen shrinks
+	// pending are the groups handed to the syncer, oldest first, until
+	// the committer merges them (durable) into active.
+	pending []*pendingGroup
+	// held is the last log index bbolt holds; flushReq asks the committer
+	// for a freeze now (Flush); closing ends Flush's wait.
+	held     uint64
+	flushReq bool
+	closing  bool
+
+	syncQ    chan syncJob
+	syncDone chan struct{}
 
 	kick chan struct{}
 	stop chan struct{}
@@ -178,15 +189,26 @@ func removeLogDir(fs walFS, dir string) error {
 	return nil
 }
 
-// begin returns the layers a transaction sees (newest first; extra before
-// them) and a bbolt read transaction, taken together under mu so that the
-// flusher's dropping of a layer bbolt now holds is never half seen.
+// begin returns the layers a transaction sees (newest first) and a bbolt
+// read transaction, taken together under mu so that the flusher's dropping
+// of a layer bbolt now holds is never half seen. The committer sees every
+// group it ran, durable or not (its next group decides on top of them; the
+// syncer answers no caller before the groups before it are durable); a
+// reader sees only durable groups.
 func (w *walState) begin(db *bolt.DB, committer bool) ([]*layer, *bolt.Tx, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	layers := make([]*layer, 0, 2+len(w.frozen))
+	layers := make([]*layer, 0, 2+len(w.pending)+len(w.frozen))
 	if committer {
-		layers = append(layers, nil, w.active) // [0] is the group's own layer
+		layers = append(layers, nil) // [0] is the group's own layer
+	}
+	for i := len(w.pending) - 1; i >= 0; i-- {
+		if p := w.pending[i]; committer || p.durable {
+			layers = append(layers, p.l)
+		}
+	}
+	if committer {
+		layers = append(layers, w.active)
 	} else {
 		if w.snap == nil || w.snapVer != w.activeVer {
 			w.snap, w.snapVer = w.active.snapshot(), w.activeVer
@@ -200,13 +222,33 @@ func (w *walState) begin(db *bolt.DB, committer bool) ([]*layer, *bolt.Tx, error
 	return layers, btx, err
 }
 
-// commitGroupWAL is commitGroup with the log: it runs the group's ops
-// over bbolt's last commit and the layers above it, collecting their
-// writes in the group's own layer; appends that layer as one log record
-// and fsyncs it; then adds it to the active layer and answers. bbolt
-// takes the writes later, in the flusher's batches.
+// pendingGroup is a group whose record the syncer has not made durable
+// yet (or has, and the committer has not merged it into active yet).
+type pendingGroup struct {
+	l       *layer
+	durable bool
+	failed  bool
+}
+
+// syncJob is one group for the syncer: its record (nil for a group that
+// wrote nothing, which still waits for the groups before it) and callers.
+type syncJob struct {
+	p       *pendingGroup
+	payload []byte
+	group   []*op
+	outbox  bool
+}
+
+// commitGroupWAL is commitGroup with the log: it runs the group's ops over
+// bbolt's last commit and the layers above it (active, and the groups
+// still being synced), collecting their writes in the group's own layer,
+// and hands that layer's record to the syncer, which writes and fsyncs
+// it (with whatever records queued meanwhile) and only then answers. The
+// committer goes on with the next group meanwhile. bbolt takes the writes
+// later, in the flusher's batches.
 func (s *Store) commitGroupWAL(group []*op) {
 	w := s.wal
+	s.mergeDurable()
 	for len(group) > 0 {
 		layers, btx, err := w.begin(s.db, true)
 		if err != nil {
@@ -227,8 +269,7 @@ func (s *Store) commitGroupWAL(group []*op) {
 			}
 		}
 		_ = btx.Rollback()
-		ran := time.Now()
-		s.metrics.runNanos.Add(int64(ran.Sub(start)))
+		s.metrics.runNanos.Add(int64(time.Since(start)))
 		if failed >= 0 {
 			s.logger.Warn("bolt: op failed after writing; group re-runs without it", "ops", len(group), "err", group[failed].err)
 			close(group[failed].done)
@@ -240,35 +281,104 @@ func (s *Store) commitGroupWAL(group []*op) {
 		}
 		s.metrics.groups.Add(1)
 		s.metrics.ops.Add(uint64(len(group)))
+		job := syncJob{group: group, outbox: tx.wakeSet}
 		if g.writes == 0 {
 			s.metrics.readOnly.Add(1)
-			if tx.flush {
-				s.forceFreeze()
+		} else {
+			job.p = &pendingGroup{l: g}
+			job.payload = encodeLayer(nil, g)
+			w.mu.Lock()
+			w.pending = append(w.pending, job.p)
+			w.mu.Unlock()
+		}
+		w.syncQ <- job
+		return
+	}
+}
+
+// syncLoop is the syncer goroutine: it writes the records of every group
+// queued, fsyncs once, marks them durable and answers their callers. It
+// exits when the committer closes syncQ.
+func (s *Store) syncLoop() {
+	w := s.wal
+	defer close(w.syncDone)
+	for job := range w.syncQ {
+		jobs := []syncJob{job}
+	more:
+		for len(jobs) < 1024 {
+			select {
+			case j, ok := <-w.syncQ:
+				if !ok {
+					break more
+				}
+				jobs = append(jobs, j)
+			default:
+				break more
 			}
-			deliver(group)
-			return
 		}
-		idx, err := w.log.append(encodeLayer(nil, g))
-		s.metrics.commitNanos.Add(int64(time.Since(ran)))
+		var payloads [][]byte
+		for _, j := range jobs {
+			if j.payload != nil {
+				payloads = append(payloads, j.payload)
+			}
+		}
+		start := time.Now()
+		first, err := w.log.appendAll(payloads)
+		s.metrics.commitNanos.Add(int64(time.Since(start)))
 		if err != nil {
-			s.logger.Error("bolt: write-ahead log append failed; writes fail until restart", "ops", len(group), "err", err)
-			s.failGroup(group, err)
-			return
+			s.logger.Error("bolt: write-ahead log append failed; writes fail until restart", "groups", len(jobs), "err", err)
 		}
-		g.last = idx
+		wake := false
 		w.mu.Lock()
-		w.active.mergeFrom(g)
-		w.activeVer++
-		w.mu.Unlock()
-		if tx.flush {
-			s.forceFreeze()
+		for _, j := range jobs {
+			if j.p == nil {
+				continue
+			}
+			if err != nil {
+				j.p.failed = true
+				continue
+			}
+			j.p.l.last, j.p.durable = first, true
+			first++
 		}
-		deliver(group)
-		if tx.wakeSet {
+		w.mu.Unlock()
+		for _, j := range jobs {
+			if err != nil {
+				s.failGroup(j.group, err)
+				continue
+			}
+			deliver(j.group)
+			wake = wake || j.outbox
+		}
+		if wake {
 			s.signalOutbox()
 		}
-		s.maybeFreeze(false)
-		return
+		select { // the committer merges the durable groups into active
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// mergeDurable moves the durable groups at the head of pending into the
+// active layer (the committer's: it owns active) and drops failed ones.
+func (s *Store) mergeDurable() {
+	w := s.wal
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, p := range w.pending {
+		if !p.durable && !p.failed {
+			break
+		}
+		if p.durable {
+			w.active.mergeFrom(p.l)
+		}
+		n++
+	}
+	if n > 0 {
+		w.pending = append(w.pending[:0], w.pending[n:]...)
+		w.activeVer++
 	}
 }
 
@@ -292,15 +402,18 @@ func (s *Store) failGroup(group []*op, err error) {
 // walMaxPending it waits for the flusher instead: memory stays bounded
 // when bbolt falls behind the log.
 func (s *Store) maybeFreeze(timer bool) {
+	s.mergeDurable()
 	w := s.wal
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a := w.active
-	if a.writes == 0 || !timer && a.bytes < w.flushBytes {
+	force := w.flushReq
+	w.flushReq = false
+	if a.writes == 0 || !timer && !force && a.bytes < w.flushBytes {
 		return
 	}
 	if len(w.frozen) > 0 {
-		if a.bytes < walMaxPending {
+		if a.bytes < walMaxPending && !force {
 			return // the flusher takes it on a later tick
 		}
 		for len(w.frozen) > 0 {
@@ -308,27 +421,6 @@ func (s *Store) maybeFreeze(timer bool) {
 		}
 	}
 	w.frozen = append(w.frozen, a)
-	w.active = &layer{}
-	w.activeVer++
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// forceFreeze hands the active layer to the flusher now, waiting for a
-// flush in progress first (Store.Flush).
-func (s *Store) forceFreeze() {
-	w := s.wal
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for len(w.frozen) > 0 {
-		w.flushed.Wait()
-	}
-	if w.active.writes == 0 {
-		return
-	}
-	w.frozen = append(w.frozen, w.active)
 	w.active = &layer{}
 	w.activeVer++
 	select {
@@ -349,13 +441,24 @@ func (s *Store) Flush(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := s.write(ctx, func(tx *boltTx) error { tx.flush = true; return nil }); err != nil {
+	// An empty op: once it is answered, every write acknowledged before
+	// it is durable in the log, at or below the index the log has used.
+	if err := s.write(ctx, func(*boltTx) error { return nil }); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
 	w := s.wal
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.frozen) > 0 {
+	target := w.log.lastIndex()
+	for w.held < target {
+		if w.closing {
+			return fmt.Errorf("flush: %w", errClosed)
+		}
+		w.flushReq = true
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 		w.flushed.Wait()
 	}
 	return nil
@@ -418,6 +521,7 @@ func (s *Store) flushFrozen() error {
 	s.crashPoint("flush-committed")
 	w.mu.Lock()
 	w.frozen = w.frozen[len(ls):]
+	w.held = last
 	w.flushes++
 	w.flushNanos += int64(time.Since(start))
 	w.flushed.Broadcast()
@@ -441,7 +545,10 @@ func (s *Store) closeWAL() error {
 	w := s.wal
 	close(w.stop)
 	<-w.done
+	s.mergeDurable()
 	w.mu.Lock()
+	w.closing = true
+	w.flushed.Broadcast()
 	if w.active.writes > 0 {
 		w.frozen = append(w.frozen, w.active)
 		w.active = &layer{}
@@ -508,10 +615,12 @@ func openWAL(fs walFS, path string, last uint64, opts Options) (*walState, error
 	if err != nil {
 		return nil, err
 	}
+	l.noSync = opts.UnsafeNoSync
 	w := &walState{
 		log: l, flushEvery: opts.WALFlushInterval, flushBytes: opts.WALFlushBytes,
-		active: &layer{},
-		kick:   make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		active: &layer{}, held: last,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		syncQ: make(chan syncJob, 64), syncDone: make(chan struct{}),
 	}
 	w.flushed = sync.NewCond(&w.mu)
 	return w, nil

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // The write-ahead log's files: a directory of segments, each named by the
@@ -273,9 +274,14 @@ type wlog struct {
 	// spare is the next segment, zero-filled in the background so that a
 	// rotation only renames it.
 	spare chan spareSeg
+	// noSync skips the fdatasync (Options.UnsafeNoSync: measuring only).
+	noSync bool
 	// broken is set by a failed write or fsync: what reached the file is
 	// unknown, so nothing more is appended (every later write fails).
 	broken error
+
+	// synced is the last index fsynced (read by Store.Flush).
+	synced atomic.Uint64
 
 	mu   sync.Mutex
 	segs []uint64 // first index of each segment, oldest first; the last is f
@@ -301,6 +307,7 @@ func openLog(fs walFS, dir string, next uint64, segSize int64) (*wlog, error) {
 	}
 	_ = fs.Remove(filepath.Join(dir, spareName)) // left by a crash
 	l := &wlog{fs: fs, dir: dir, segSize: segSize, next: next}
+	l.synced.Store(next - 1)
 	if err := l.startSegment(min(segSize, walFirstSegment)); err != nil {
 		return nil, err
 	}
@@ -369,46 +376,79 @@ func (l *wlog) startSegment(size int64) error {
 	return nil
 }
 
-// append writes payload as the next record and fsyncs it; once it returns
-// nil the record survives a power cut.
-func (l *wlog) append(payload []byte) (uint64, error) {
+// appendAll writes payloads as the next records and fsyncs once; once it
+// returns nil they survive a power cut. It returns the first one's index.
+func (l *wlog) appendAll(payloads [][]byte) (uint64, error) {
 	if l.broken != nil {
 		return 0, l.broken
 	}
-	if len(payload) > walMaxRecord {
-		return 0, fmt.Errorf("log record of %d bytes: over %d", len(payload), walMaxRecord)
+	first := l.next
+	if len(payloads) == 0 {
+		return first, nil
 	}
-	if l.size > 0 && l.size+int64(walHeader+len(payload)) > l.cap {
-		if err := l.startSegment(l.segSize); err != nil {
-			l.broken = fmt.Errorf("write-ahead log: %w", err)
-			return 0, l.broken
-		}
+	fail := func(what string, err error) (uint64, error) {
+		l.broken = fmt.Errorf("write-ahead log: %s: %w", what, err)
+		return 0, l.broken
 	}
-	idx := l.next
 	b := l.buf[:0]
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
-	b = binary.LittleEndian.AppendUint32(b, 0)
-	b = binary.LittleEndian.AppendUint64(b, idx)
-	b = append(b, payload...)
-	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], crcTable))
+	start := l.size // where b will be written in the current segment
+	for _, payload := range payloads {
+		if len(payload) > walMaxRecord {
+			return fail("record", fmt.Errorf("%d bytes: over %d", len(payload), walMaxRecord))
+		}
+		if end := start + int64(len(b)); end > 0 && end+int64(walHeader+len(payload)) > l.cap {
+			// Full: what is buffered goes to this segment, synced, first.
+			if len(b) > 0 {
+				if _, err := l.f.WriteAt(b, start); err != nil {
+					return fail("write", err)
+				}
+				if err := l.sync(); err != nil {
+					return fail("fsync", err)
+				}
+				l.size = start + int64(len(b))
+				b = b[:0]
+			}
+			if err := l.startSegment(l.segSize); err != nil {
+				return fail("new segment", err)
+			}
+			start = 0
+		}
+		idx := l.next
+		h := len(b)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+		b = binary.LittleEndian.AppendUint32(b, 0)
+		b = binary.LittleEndian.AppendUint64(b, idx)
+		b = append(b, payload...)
+		binary.LittleEndian.PutUint32(b[h+4:h+8], crc32.Checksum(b[h+8:], crcTable))
+		l.next++
+	}
+	if _, err := l.f.WriteAt(b, start); err != nil {
+		return fail("write", err)
+	}
+	if err := l.sync(); err != nil {
+		return fail("fsync", err)
+	}
+	l.size = start + int64(len(b))
+	l.synced.Store(l.next - 1)
 	l.buf = b
-	if _, err := l.f.WriteAt(b, l.size); err != nil {
-		l.broken = fmt.Errorf("write-ahead log: write: %w", err)
-		return 0, l.broken
+	if cap(l.buf) > 4<<20 {
+		l.buf = nil // one huge batch does not pin its buffer
 	}
-	if err := l.f.Sync(); err != nil {
-		l.broken = fmt.Errorf("write-ahead log: fsync: %w", err)
-		return 0, l.broken
-	}
-	l.size += int64(len(b))
-	l.next++
 	if l.spare == nil && l.size > l.cap/2 {
 		l.prepareSpare()
 	}
-	if cap(l.buf) > 4<<20 {
-		l.buf = nil // one huge group does not pin its buffer
+	return first, nil
+}
+
+// lastIndex is the index of the last record fsynced (or, before any, the
+// last one bbolt held when the log was opened).
+func (l *wlog) lastIndex() uint64 { return l.synced.Load() }
+
+func (l *wlog) sync() error {
+	if l.noSync {
+		return nil
 	}
-	return idx, nil
+	return l.f.Sync()
 }
 
 // removeThrough deletes every segment all of whose records are at or
