@@ -111,10 +111,10 @@
 //     and the read transaction are taken together under one mutex, so the
 //     flusher dropping a layer bbolt now holds is never half seen.
 //   - The flusher goroutine commits the accumulated layers into bbolt in one
-//     transaction every WALFlushInterval (500 ms) or WALFlushBytes (16 MiB),
+//     transaction every WALFlushInterval (200 ms) or WALFlushBytes (8 MiB),
 //     each bucket's keys in order, together with wal_index, the last record
 //     it holds (etcd's consistent index); then it drops the layers and the
-//     log segments whose records are all at or below wal_index. Past 64 MiB
+//     log segments whose records are all at or below wal_index. Past 32 MiB
 //     waiting, the committer waits for the flusher (bounded memory).
 //   - The log (wallog.go) is a directory beside the file, reconciler.db.wal,
 //     of segments named by their first record's index. Each record carries

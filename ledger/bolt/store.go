@@ -52,8 +52,8 @@ type Options struct {
 	// WALSegmentSize is where the log starts a new file (default 32 MiB).
 	WALSegmentSize int64
 	// WALFlushInterval is how often bbolt takes the log's writes in one
-	// batch commit (default 500 ms); WALFlushBytes starts one sooner when
-	// that much waits (default 16 MiB).
+	// batch commit (default 200 ms); WALFlushBytes starts one sooner when
+	// that much waits (default 8 MiB).
 	WALFlushInterval time.Duration
 	WALFlushBytes    int
 

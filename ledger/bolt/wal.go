@@ -26,13 +26,13 @@ const (
 	// DefaultWALFlushInterval is how often bbolt takes what the log holds
 	// beyond it (etcd: 100 ms; longer here, as a larger batch dirties fewer
 	// pages per write and this is a shared two-core box's disk).
-	DefaultWALFlushInterval = 500 * time.Millisecond
+	DefaultWALFlushInterval = 200 * time.Millisecond
 	// DefaultWALFlushBytes starts a flush before the interval when this
 	// much is waiting.
-	DefaultWALFlushBytes = 16 << 20
+	DefaultWALFlushBytes = 8 << 20
 	// walMaxPending is how much may wait for bbolt while a flush runs;
 	// above it the committer waits for the flush (bounded memory).
-	walMaxPending = 64 << 20
+	walMaxPending = 32 << 20
 )
 
 // walDir is the log directory of the file at path.
@@ -378,7 +378,9 @@ func (s *Store) mergeDurable() {
 		n++
 	}
 	if n > 0 {
-		w.pending = append(w.pending[:0], w.pending[n:]...)
+		rest := copy(w.pending, w.pending[n:])
+		clear(w.pending[rest:]) // the merged layers are garbage now
+		w.pending = w.pending[:rest]
 		w.activeVer++
 	}
 }
@@ -521,7 +523,9 @@ func (s *Store) flushFrozen() error {
 	}
 	s.crashPoint("flush-committed")
 	w.mu.Lock()
-	w.frozen = w.frozen[len(ls):]
+	rest := copy(w.frozen, w.frozen[len(ls):])
+	clear(w.frozen[rest:]) // bbolt holds them: let them go
+	w.frozen = w.frozen[:rest]
 	w.held = last
 	w.flushes++
 	w.flushNanos += int64(time.Since(start))
