@@ -110,12 +110,14 @@
 //     a write is visible once it is acknowledged, never before. The layers
 //     and the read transaction are taken together under one mutex, so the
 //     flusher dropping a layer bbolt now holds is never half seen.
-//   - The flusher goroutine commits the accumulated layers into bbolt in one
-//     transaction every WALFlushInterval (200 ms) or WALFlushBytes (8 MiB),
+//   - The committer freezes the layer it adds groups to every
+//     WALFlushInterval (200 ms) or WALFlushBytes (8 MiB), and the flusher
+//     goroutine commits each frozen layer into bbolt in one transaction,
 //     each bucket's keys in order, together with wal_index, the last record
-//     it holds (etcd's consistent index); then it drops the layers and the
+//     it holds (etcd's consistent index); then it drops the layer and the
 //     log segments whose records are all at or below wal_index. Past 32 MiB
-//     waiting, the committer waits for the flusher (bounded memory).
+//     waiting, the committer waits for the flusher (bounded memory: bbolt
+//     holds a transaction's dirty pages in memory until it commits).
 //   - The log (wallog.go) is a directory beside the file, reconciler.db.wal,
 //     of segments named by their first record's index. Each record carries
 //     its length, index and a CRC-32C. A segment is zero-filled and fsynced

@@ -412,16 +412,15 @@ func (s *Store) maybeFreeze(timer bool) {
 	a := w.active
 	force := w.flushReq
 	w.flushReq = false
-	if a.writes == 0 || !timer && !force && a.bytes < w.flushBytes {
-		return
+	full := a.bytes >= w.flushBytes
+	if a.writes == 0 || !full && !force && (!timer || len(w.frozen) > 0) {
+		return // a timer tick with a flush under way: the next tick
 	}
-	if len(w.frozen) > 0 {
-		if a.bytes < walMaxPending && !force {
-			return // the flusher takes it on a later tick
-		}
-		for len(w.frozen) > 0 {
-			w.flushed.Wait()
-		}
+	// Each frozen layer is one bbolt transaction of at most about
+	// flushBytes (bbolt holds a transaction's dirty pages in memory);
+	// past walMaxPending waiting, the committer waits for the flusher.
+	for w.frozenBytes()+a.bytes >= walMaxPending && len(w.frozen) > 0 {
+		w.flushed.Wait()
 	}
 	w.frozen = append(w.frozen, a)
 	w.active = &layer{}
@@ -493,17 +492,39 @@ func (s *Store) flushLoop() {
 	}
 }
 
-// flushFrozen commits every frozen layer into bbolt in one transaction
-// that also records the last log index they carry, drops them, and
-// removes the log segments bbolt now holds.
+// flushFrozen commits the frozen layers into bbolt, oldest first, one
+// transaction each that also records the last log index it carries; each
+// is dropped once committed, and the log segments bbolt then holds go.
 func (s *Store) flushFrozen() error {
+	for {
+		w := s.wal
+		w.mu.Lock()
+		n := len(w.frozen)
+		w.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := s.flushOldest(); err != nil {
+			return err
+		}
+	}
+}
+
+// frozenBytes is what the frozen layers hold (w.mu held).
+func (w *walState) frozenBytes() int {
+	n := 0
+	for _, l := range w.frozen {
+		n += l.bytes
+	}
+	return n
+}
+
+// flushOldest commits the oldest frozen layer into bbolt.
+func (s *Store) flushOldest() error {
 	w := s.wal
 	w.mu.Lock()
-	ls := slices.Clone(w.frozen)
+	ls := slices.Clone(w.frozen[:1])
 	w.mu.Unlock()
-	if len(ls) == 0 {
-		return nil
-	}
 	last := ls[len(ls)-1].last
 	s.crashPoint("flush-start")
 	start := time.Now()
