@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // (default 50,000) logs its claims/s, the file's bytes per row and the
 // process's RssAnon. BOLT_GROWTH_NOWAL=1 opens the store without its
 // write-ahead log; BOLT_GROWTH_DIR puts the file on another disk. Skipped
-// unless BOLT_GROWTH_ROWS is set: it runs for minutes.
+// unless BOLT_GROWTH_ROWS is set: it runs for minutes. BOLT_GROWTH_HEAP
+// names a file for a heap profile taken at the end, under load.
 func TestClaimGrowth(t *testing.T) {
 	total, _ := strconv.Atoi(os.Getenv("BOLT_GROWTH_ROWS"))
 	if total <= 0 {
@@ -89,6 +91,17 @@ func TestClaimGrowth(t *testing.T) {
 			mark, last = time.Now(), n
 		}
 		if n >= int64(total) {
+			if hp := os.Getenv("BOLT_GROWTH_HEAP"); hp != "" {
+				// The live heap under load, before Close frees it.
+				f, err := os.Create(hp)
+				if err == nil {
+					err = pprof.WriteHeapProfile(f)
+					_ = f.Close()
+				}
+				if err != nil {
+					t.Errorf("heap profile: %v", err)
+				}
+			}
 			break
 		}
 	}
