@@ -400,10 +400,11 @@ func (s *Store) failGroup(group []*op, err error) {
 	deliver(group)
 }
 
-// maybeFreeze hands the active layer to the flusher when it is big enough
-// (or, on the timer, when it holds anything) and the flusher is idle. Past
-// walMaxPending it waits for the flusher instead: memory stays bounded
-// when bbolt falls behind the log.
+// maybeFreeze hands the active layer to the flusher when it holds
+// flushBytes, on a timer tick when it holds anything and no flush is under
+// way, or when Flush asked. Past walMaxPending waiting it first waits for
+// the flusher: memory stays bounded when bbolt falls behind the log. It
+// merges what the syncer made durable first.
 func (s *Store) maybeFreeze(timer bool) {
 	s.mergeDurable()
 	w := s.wal
