@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // kvBucket is what the transaction code needs of a bucket: bbolt's own
@@ -139,7 +140,7 @@ func (b *overlayBucket) Get(k []byte) []byte {
 
 func (b *overlayBucket) Put(k, v []byte) error {
 	if b.top == nil {
-		return bolt.ErrTxNotWritable
+		return bolterrors.ErrTxNotWritable
 	}
 	// A put of nil stores an empty value that Get still finds, as bbolt does.
 	b.top.set(b.i, string(k), entry{v: append(make([]byte, 0, len(v)), v...)})
@@ -148,7 +149,7 @@ func (b *overlayBucket) Put(k, v []byte) error {
 
 func (b *overlayBucket) Delete(k []byte) error {
 	if b.top == nil {
-		return bolt.ErrTxNotWritable
+		return bolterrors.ErrTxNotWritable
 	}
 	b.top.set(b.i, string(k), entry{del: true})
 	return nil
@@ -165,7 +166,7 @@ func (b *overlayBucket) Sequence() uint64 {
 
 func (b *overlayBucket) NextSequence() (uint64, error) {
 	if b.top == nil {
-		return 0, bolt.ErrTxNotWritable
+		return 0, bolterrors.ErrTxNotWritable
 	}
 	n := b.Sequence() + 1
 	b.top.setSeq(b.i, n)
