@@ -111,11 +111,11 @@
 //     and the read transaction are taken together under one mutex, so the
 //     flusher dropping a layer bbolt now holds is never half seen.
 //   - The committer freezes the layer it adds groups to every
-//     WALFlushInterval (200 ms) or WALFlushBytes (4 MiB), and the flusher
+//     WALFlushInterval (200 ms) or WALFlushBytes (1 MiB), and the flusher
 //     goroutine commits each frozen layer into bbolt in one transaction,
 //     each bucket's keys in order, together with wal_index, the last record
 //     it holds (etcd's consistent index); then it drops the layer and the
-//     log segments whose records are all at or below wal_index. Past 16 MiB
+//     log segments whose records are all at or below wal_index. Past 8 MiB
 //     waiting, the committer waits for the flusher (bounded memory: bbolt
 //     holds a transaction's dirty pages in memory until it commits).
 //   - The log (wallog.go) is a directory beside the file, reconciler.db.wal,

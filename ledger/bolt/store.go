@@ -53,7 +53,7 @@ type Options struct {
 	WALSegmentSize int64
 	// WALFlushInterval is how often bbolt takes the log's writes in one
 	// batch commit (default 200 ms); WALFlushBytes starts one sooner when
-	// that much waits (default 4 MiB).
+	// that much waits (default 1 MiB).
 	WALFlushInterval time.Duration
 	WALFlushBytes    int
 

@@ -29,10 +29,10 @@ const (
 	DefaultWALFlushInterval = 200 * time.Millisecond
 	// DefaultWALFlushBytes starts a flush before the interval when this
 	// much is waiting.
-	DefaultWALFlushBytes = 4 << 20
+	DefaultWALFlushBytes = 1 << 20
 	// walMaxPending is how much may wait for bbolt while a flush runs;
 	// above it the committer waits for the flush (bounded memory).
-	walMaxPending = 16 << 20
+	walMaxPending = 8 << 20
 )
 
 // walDir is the log directory of the file at path.
