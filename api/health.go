@@ -18,6 +18,16 @@ type Degraded struct {
 
 func (d *Degraded) Error() string { return "degraded: " + d.Detail }
 
+// Unready is what a ReadyCheck returns for a failure it explains itself
+// (the store's disk is full): /readyz answers 503 with Detail under the
+// check's name in details, and does not log it — the component that
+// knows logged it once. Detail is served to anyone: no secret, no path.
+type Unready struct {
+	Detail string
+}
+
+func (u *Unready) Error() string { return "not ready: " + u.Detail }
+
 type healthResponse struct {
 	Status string `json:"status"`
 	// Failing names the readiness checks that failed (their errors are
@@ -25,6 +35,8 @@ type healthResponse struct {
 	Failing []string `json:"failing,omitempty"`
 	// Degraded holds each degraded check's detail, by check name.
 	Degraded map[string]string `json:"degraded,omitempty"`
+	// Details explain failing checks that explain themselves (Unready).
+	Details map[string]string `json:"details,omitempty"`
 }
 
 // healthz is GET /healthz: 200 while the process serves.
@@ -39,10 +51,11 @@ func (s *Server) healthz(c echo.Context) error {
 func (s *Server) readyz(c echo.Context) error {
 	ctx := c.Request().Context()
 	var failing []string
-	var degraded map[string]string
+	var degraded, details map[string]string
 	for _, rc := range s.ready {
 		err := s.runCheck(ctx, rc)
 		var d *Degraded
+		var u *Unready
 		switch {
 		case err == nil:
 		case errors.As(err, &d):
@@ -50,6 +63,12 @@ func (s *Server) readyz(c echo.Context) error {
 				degraded = map[string]string{}
 			}
 			degraded[rc.Name] = d.Detail
+		case errors.As(err, &u):
+			failing = append(failing, rc.Name)
+			if details == nil {
+				details = map[string]string{}
+			}
+			details[rc.Name] = u.Detail
 		default:
 			failing = append(failing, rc.Name)
 			s.log.WarnContext(ctx, "readiness check failed", "check", rc.Name, "err", err)
@@ -58,7 +77,7 @@ func (s *Server) readyz(c echo.Context) error {
 	switch {
 	case len(failing) > 0:
 		c.Response().Header().Set("Retry-After", "1")
-		return c.JSON(http.StatusServiceUnavailable, healthResponse{Status: "not_ready", Failing: failing, Degraded: degraded})
+		return c.JSON(http.StatusServiceUnavailable, healthResponse{Status: "not_ready", Failing: failing, Degraded: degraded, Details: details})
 	case len(degraded) > 0:
 		return c.JSON(http.StatusOK, healthResponse{Status: "degraded", Degraded: degraded})
 	}

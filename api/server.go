@@ -105,6 +105,9 @@ type Options struct {
 	// TracerProvider receives the API's spans, one per request (tracing.go);
 	// nil: no spans, and Handler is the bare echo.
 	TracerProvider trace.TracerProvider
+	// Backup serves GET /v1/admin/backup (backup.go); nil answers 501
+	// (PostgreSQL: pg_dump).
+	Backup Backuper
 	// Logger receives request and decision logs (nil: discarded).
 	Logger *slog.Logger
 	// Now is the clock behind every stored time (nil: time.Now).
@@ -132,6 +135,7 @@ type Server struct {
 	strict       bool
 	approvalTTL  time.Duration
 	wakeRelay    func()
+	backuper     Backuper
 	tenants      map[string]bool // tenants with a token (freeze.go)
 	ready        []ReadyCheck
 	readyTimeout time.Duration
@@ -182,6 +186,7 @@ func New(o Options) (*Server, error) {
 		readyTimeout: o.ReadyTimeout, poll: o.PollInterval, log: o.Logger, now: o.Now,
 		bodyTimeout: o.BodyTimeout, answer: o.AnswerTimeout,
 		wakeRelay: o.WakeRelay, registry: o.Registry, strict: o.StrictRegistry, approvalTTL: o.ApprovalTTL,
+		backuper:  o.Backup,
 		watch:     newWatchers(),
 		stopWaits: make(chan struct{}),
 		tracing:   o.TracerProvider != nil,
@@ -290,6 +295,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/claims/:key/start", s.start, tenantOnly)
 	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly)
 	e.POST("/v1/admin/redrive", s.redrive, adminOnly)
+	e.GET("/v1/admin/backup", s.backup, adminOnly)
 	s.freezeRoutes(e, adminOnly)
 	s.toolRoutes(e, tenantOnly, anyRole)
 	s.approvalRoutes(e, readApprovals, decideApprovals)

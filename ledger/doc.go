@@ -37,7 +37,9 @@
 // CountRows over Statuses), AckEvents,
 // PruneInbox, Notify, PutFreeze, DeleteFreeze, the registry (PutTool
 // with NextTool inside its write transaction, GetTool, DeleteTool,
-// ListTools) and Close. It passes ledger/storetest.
+// ListTools), retention (ExpiredRows, DeleteExpired, OldestSettled, with
+// Expired and Unchanged deciding what a row alone says) and Close. It
+// passes ledger/storetest.
 //
 // Concurrency: the types are plain values; Store implementations document
 // their own guarantees (every Store must pass ledger/storetest).

@@ -21,6 +21,7 @@ type Store interface {
 	Tools
 	Approvals
 	Counts
+	Retention
 	// Close releases the store; calls after Close return ErrUnavailable.
 	Close() error
 }

@@ -96,6 +96,7 @@ internal internal/durable ledger
 internal internal/pollcache ledger
 internal api ledger matcher resolver apierror internal/promreg internal/tracing
 internal freeze ledger internal/pollcache
+internal retention ledger internal/promreg
 internal policy ledger
 internal approvals ledger paging internal/tracing internal/durable
 internal internal/tracing ledger

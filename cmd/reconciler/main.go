@@ -35,6 +35,15 @@ func run() int {
 	if len(os.Args) > 1 && os.Args[1] == "mcp-gate" {
 		return runMCPGate(ctx, os.Args[2:], &mcp.StdioTransport{}, os.Stdout, os.Stderr, os.Getenv)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "backup" {
+		return runBackup(ctx, os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "restore" {
+		return runRestore(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "compact" {
+		return runCompact(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "drill" {
 		return runDrill(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	}

@@ -322,6 +322,10 @@ func (m *Main) usage(w io.Writer) {
   reconciler nats-creds --tenant T|--service
                                            make a NATS credential for the event bus and print its permissions
   reconciler mcp-gate [flags] -- COMMAND   an MCP server in front of another that puts its writes under the ledger
+  reconciler backup --out FILE [--url URL] a consistent copy of a running node's ledger (bbolt), through the admin API
+  reconciler restore --from FILE --data DIR [--force]
+                                           check a copy, then put it in place for a stopped node
+  reconciler compact --data DIR            rewrite a stopped node's ledger file without its free pages
 
 Traces (OpenTelemetry) are off unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER
 (otlp, console, none) is set; the other OTEL_* variables apply (OTEL_SERVICE_NAME: reconciler).

@@ -121,6 +121,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
 		return pruneInbox(ctx, st, cfg.InboxRetention, m.Now, log)
 	})
+	if err := m.startRetention(st, reg); err != nil {
+		return nil, err
+	}
 
 	srv, err := api.New(api.Options{
 		KillSwitch:     kill,
@@ -135,7 +138,8 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		Policy:         cfg.Policy(),
 		ReplayWindow:   cfg.ReplayWindow,
 		WakeRelay:      relay.Wake,
-		Ready: []api.ReadyCheck{
+		Backup:         backuperOf(st),
+		Ready: append([]api.ReadyCheck{
 			{Name: "store", Check: func(ctx context.Context) error {
 				_, err := st.Get(ctx, config.DefaultTenant, "readyz")
 				if errors.Is(err, ledger.ErrNotFound) {
@@ -152,7 +156,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 			{Name: "outbox", Check: func(context.Context) error {
 				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
 			}},
-		},
+		}, storeWritesCheck(st)...),
 		Registerer: reg, Gatherer: reg,
 		TracerProvider: tp,
 		Logger:         log.With("component", "api"),

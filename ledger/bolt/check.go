@@ -28,11 +28,29 @@ const maxProblems = 20
 // entries as rows that expect one has no extra entry.
 func (s *Store) CheckConsistency(ctx context.Context) error {
 	var problems []error
+	err := s.view(ctx, func(tx *boltTx) error {
+		var err error
+		problems, err = tx.checkConsistency(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("check consistency: %w", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("check consistency: %w", errors.Join(problems...))
+	}
+	return nil
+}
+
+// checkConsistency is CheckConsistency inside a read transaction (also
+// CheckFile's, on a file no store has open).
+func (tx *boltTx) checkConsistency(ctx context.Context) ([]error, error) {
+	var problems []error
 	report := func(format string, args ...any) bool {
 		problems = append(problems, fmt.Errorf(format, args...))
 		return len(problems) < maxProblems
 	}
-	err := s.view(ctx, func(tx *boltTx) error {
+	err := func() error {
 		b := func(name []byte) kvBucket { return tx.bucket(name) }
 		if v := b(bucketMeta).Get(metaSchemaVersion); string(v) != strconv.Itoa(schemaVersion) {
 			report("meta: schema_version %q, want %d", v, schemaVersion)
@@ -114,6 +132,11 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			}
 		}
 
+		checkRetentionIndexes(tx, report)
+		if len(problems) >= maxProblems {
+			return nil
+		}
+
 		inbox, inboxN := b(bucketInbox), 0
 		ic := inbox.Cursor()
 		for k, v := ic.First(); k != nil; k, v = ic.Next() {
@@ -165,12 +188,6 @@ func (s *Store) CheckConsistency(ctx context.Context) error {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("check consistency: %w", err)
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("check consistency: %w", errors.Join(problems...))
-	}
-	return nil
+	}()
+	return problems, err
 }

@@ -180,7 +180,8 @@ func (s *Store) commitGroup(group []*op) {
 			}
 			return nil
 		})
-		if errors.Is(err, errReadOnly) {
+		wrote := !errors.Is(err, errReadOnly)
+		if !wrote {
 			err = nil
 			s.metrics.readOnly.Add(1)
 		}
@@ -199,9 +200,11 @@ func (s *Store) commitGroup(group []*op) {
 		}
 		s.metrics.groups.Add(1)
 		s.metrics.ops.Add(uint64(len(group)))
+		if wrote {
+			s.noteCommit(err) // logs the first failure and the recovery (fault.go)
+		}
 		if err != nil {
-			s.logger.Error("bolt: group commit failed", "ops", len(group), "err", err)
-			err = unavailable("commit", err)
+			err = unavailable("commit", describeWriteFailure(err))
 			for _, o := range group {
 				o.err = err
 			}

@@ -31,10 +31,14 @@
 //	approvals      approval id                          → tenant \x00 key
 //	approvals_due  expires_at ‖ tenant \x00 key         → (open approvals only: the expiry job)
 //	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
+//	settled        settled_at ‖ tenant \x00 key         → (settled rows only: retention, retention.go)
+//	compensations  tenant \x00 original \x00 key       → (open compensations only: retention keeps the original)
 //	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               wal_index                            → the last log record bbolt holds, 8-byte big-endian
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts
+//	               retention_indexed                    → "1" once settled and compensations are built
+//	               write_probe                          → (only between /readyz's two probe commits; fault.go)
 //
 // PutRow moves a row's index entries whenever the indexed fields change;
 // CheckConsistency verifies that they agree.
@@ -45,7 +49,7 @@
 // (pages, then the meta page), so a commit per call would cap the store at
 // a few hundred writes a second. Every write (Claim, Report, Apply, Ingest,
 // Escalate, Reschedule, DecideApproval, AckEvents, PruneInbox, PutFreeze,
-// DeleteFreeze, PutTool, DeleteTool) is instead an op — a closure over ledger.Tx that is
+// DeleteFreeze, PutTool, DeleteTool, DeleteExpired) is instead an op — a closure over ledger.Tx that is
 // deterministic and safe to run again — queued for one committer goroutine. The committer takes everything queued (up to
 // Options.MaxGroup), runs the ops one after another in ONE db.Update and,
 // as soon as that commit returns, delivers every answer and starts the next
@@ -78,9 +82,11 @@
 // commit and a caller must never be told it did not.
 //
 // Reads (Get, List, Due, PendingEvents, ListFreezes, GetTool, ListTools,
-// GetApproval, ListApprovals, CountRows, CheckConsistency) are bbolt read
-// transactions on the last committed snapshot (with the log, under its
-// durable layers) and never queue behind the committer. bbolt options: the map freelist and NoFreelistSync (the
+// GetApproval, ListApprovals, CountRows, CheckConsistency, ExpiredRows)
+// are bbolt read transactions on the last committed snapshot (with the log,
+// under its durable layers) and never queue behind the committer; Backup
+// first has bbolt take every acknowledged write (Flush), then copies one
+// bbolt read transaction. bbolt options: the map freelist and NoFreelistSync (the
 // freelist is rebuilt on open instead of written on every commit), and a
 // 1 GiB initial memory map so a growing file does not remap, which would
 // wait for every open read transaction.
@@ -140,6 +146,15 @@
 // TestPowerLoss (a file layer that drops every byte not fsynced).
 //
 // # Concurrency
+//
+// Operating the file (docs/architecture.md §15): retention.go deletes
+// expired rows, backup.go streams a copy from one read transaction (after
+// Flush: with the log, the copy holds every write acknowledged before the
+// backup began, and its wal_index), offline.go checks, restores and
+// compacts a file no node holds (restore removes the replaced file's log:
+// its records belong to the old file; check and compact replay a log left
+// by a crash first), and fault.go keeps what the store knows of failing
+// commits (a full disk).
 //
 // A Store is safe for concurrent use. Its goroutines — the committer, and
 // with the log the syncer and the flusher (and the zero-filling of the next

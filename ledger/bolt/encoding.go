@@ -29,6 +29,9 @@ var (
 	bucketApprovals         = []byte("approvals")           // approval id → tenant \x00 key
 	bucketApprovalsDue      = []byte("approvals_due")       // be64(expires_at) ‖ tenant \x00 key → empty; open approvals only
 	bucketApprovalsByTenant = []byte("approvals_by_tenant") // tenant \x00 be64(expires_at) ‖ key → empty; open approvals only
+	// Retention's indexes, kept by PutRow (retention.go).
+	bucketSettled       = []byte("settled")       // be64(settled_at) ‖ tenant \x00 key → empty; settled rows only
+	bucketCompensations = []byte("compensations") // tenant \x00 original \x00 key → empty; open compensations only
 )
 
 // allBuckets is an array, so a transaction's handle cache can be sized by
@@ -38,6 +41,7 @@ var allBuckets = [...][]byte{
 	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
 	bucketFreezes, bucketTools, bucketApprovals, bucketApprovalsDue, bucketApprovalsByTenant,
+	bucketSettled, bucketCompensations,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.

@@ -116,6 +116,9 @@ type Store struct {
 	crashHook       func(string)
 	afterBoltCommit func()
 
+	// health is whether commits fail (fault.go).
+	health writeHealth
+
 	metrics struct {
 		groups, ops, rollbacks, readOnly atomic.Uint64
 		// runNanos is time spent running ops, commitNanos time spent in
@@ -252,7 +255,10 @@ func initSchema(db *bolt.DB) error {
 				return err
 			}
 		}
-		return countRowsOnce(tx)
+		if err := countRowsOnce(tx); err != nil {
+			return err
+		}
+		return indexRetentionOnce(tx)
 	})
 }
 
@@ -339,6 +345,19 @@ func (s *Store) view(ctx context.Context, fn func(*boltTx) error) error {
 	}
 	if s.wal != nil {
 		return s.viewWAL(fn)
+	}
+	return s.viewBolt(ctx, fn)
+}
+
+// viewBolt runs fn in a bbolt read transaction without the log's layers:
+// bbolt's own last commit (all of the store without the log; with it,
+// what the flusher has committed: Backup after Flush).
+func (s *Store) viewBolt(ctx context.Context, fn func(*boltTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed() {
+		return errClosed
 	}
 	var fnErr error
 	err := s.db.View(func(btx *bolt.Tx) error {

@@ -189,6 +189,9 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if err := t.putApprovalIndexes(old, &row, rk); err != nil {
 		return fmt.Errorf("put row: %w", err)
 	}
+	if err := t.putRetentionIndexes(old, &row); err != nil {
+		return fmt.Errorf("put row: %w", err)
+	}
 
 	bt := t.bucket(bucketByTime)
 	newBT := byTimeKey(&row)

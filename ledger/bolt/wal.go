@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -67,6 +68,18 @@ type walState struct {
 
 	syncQ    chan syncJob
 	syncDone chan struct{}
+	// gen, poisoned, poisonGen: see syncJob.gen and mergeDurable.
+	gen       uint64
+	poisoned  bool
+	poisonGen uint64
+	// flushErr is the flusher's last failure (nil once a flush succeeds):
+	// while it is set and the writes waiting for bbolt pass walMaxPending,
+	// new groups fail with ErrUnavailable (a full disk answers 503s)
+	// instead of waiting.
+	flushErr error
+	// logErr is set once by the syncer when the log fails (it fails every
+	// later write until restart); WriteErr reports it.
+	logErr atomic.Pointer[error]
 
 	kick chan struct{}
 	stop chan struct{}
@@ -234,6 +247,9 @@ type pendingGroup struct {
 // syncJob is one group for the syncer: its record (nil for a group that
 // wrote nothing, which still waits for the groups before it) and callers.
 type syncJob struct {
+	// gen is the committer's generation when it ran the group: a failed
+	// batch poisons every group run up to then (they decided on top of it).
+	gen     uint64
 	p       *pendingGroup
 	payload []byte
 	group   []*op
@@ -250,6 +266,14 @@ type syncJob struct {
 func (s *Store) commitGroupWAL(group []*op) {
 	w := s.wal
 	s.mergeDurable()
+	w.mu.Lock()
+	ferr := w.flushErr
+	over := w.frozenBytes()+w.active.bytes >= walMaxPending
+	w.mu.Unlock()
+	if ferr != nil && over {
+		s.failGroup(group, fmt.Errorf("bbolt cannot take the write-ahead log's writes: %w", describeWriteFailure(ferr)))
+		return
+	}
 	for len(group) > 0 {
 		layers, btx, err := w.begin(s.db, true)
 		if err != nil {
@@ -288,10 +312,13 @@ func (s *Store) commitGroupWAL(group []*op) {
 		} else {
 			job.p = &pendingGroup{l: g}
 			job.payload = encodeLayer(nil, g)
-			w.mu.Lock()
-			w.pending = append(w.pending, job.p)
-			w.mu.Unlock()
 		}
+		w.mu.Lock()
+		job.gen = w.gen
+		if job.p != nil {
+			w.pending = append(w.pending, job.p)
+		}
+		w.mu.Unlock()
 		w.syncQ <- job
 		return
 	}
@@ -317,6 +344,23 @@ func (s *Store) syncLoop() {
 				break more
 			}
 		}
+		// Groups run on top of a failed batch fail too, unwritten.
+		w.mu.Lock()
+		poisoned, pgen := w.poisoned, w.poisonGen
+		w.mu.Unlock()
+		var doomed []syncJob
+		if poisoned {
+			live := jobs[:0:0]
+			for _, j := range jobs {
+				if j.gen <= pgen {
+					doomed = append(doomed, j)
+				} else {
+					live = append(live, j)
+				}
+			}
+			jobs = live
+		}
+		s.failJobs(doomed, errPoisoned)
 		var payloads [][]byte
 		for _, j := range jobs {
 			if j.payload != nil {
@@ -326,28 +370,33 @@ func (s *Store) syncLoop() {
 		start := time.Now()
 		first, err := w.log.appendAll(payloads)
 		s.metrics.commitNanos.Add(int64(time.Since(start)))
+		if len(payloads) > 0 {
+			s.noteCommit(err) // /readyz and the 503s of a full disk (fault.go)
+		}
 		if err != nil {
-			s.logger.Error("bolt: write-ahead log append failed; writes fail until restart", "groups", len(jobs), "err", err)
+			w.mu.Lock()
+			w.poisoned, w.poisonGen = true, w.gen
+			w.mu.Unlock()
+			if w.log.broken != nil {
+				s.logger.Error("bolt: write-ahead log write failed; writes fail until restart", "groups", len(jobs), "err", err)
+				if w.logErr.Load() == nil {
+					e := describeWriteFailure(err)
+					w.logErr.Store(&e)
+				}
+			}
+			s.failJobs(jobs, err)
+			continue
 		}
 		wake := false
 		w.mu.Lock()
 		for _, j := range jobs {
-			if j.p == nil {
-				continue
+			if j.p != nil {
+				j.p.l.last, j.p.durable = first, true
+				first++
 			}
-			if err != nil {
-				j.p.failed = true
-				continue
-			}
-			j.p.l.last, j.p.durable = first, true
-			first++
 		}
 		w.mu.Unlock()
 		for _, j := range jobs {
-			if err != nil {
-				s.failGroup(j.group, err)
-				continue
-			}
 			deliver(j.group)
 			wake = wake || j.outbox
 		}
@@ -361,12 +410,45 @@ func (s *Store) syncLoop() {
 	}
 }
 
+// errPoisoned answers a group that decided on top of a group whose log
+// write failed.
+var errPoisoned = errors.New("an earlier write it depended on failed")
+
+// failJobs answers jobs with err and marks their groups failed.
+func (s *Store) failJobs(jobs []syncJob, err error) {
+	s.wal.mu.Lock()
+	for _, j := range jobs {
+		if j.p != nil {
+			j.p.failed = true
+		}
+	}
+	s.wal.mu.Unlock()
+	for _, j := range jobs {
+		s.failGroup(j.group, err)
+	}
+}
+
 // mergeDurable moves the durable groups at the head of pending into the
 // active layer (the committer's: it owns active) and drops failed ones.
+// After a failed batch it drops every group not durable (each decided on
+// top of the failed one, and the syncer fails it) and starts a new
+// generation: the next groups decide on durable state only.
 func (s *Store) mergeDurable() {
 	w := s.wal
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.poisoned && w.poisonGen == w.gen {
+		keep := 0
+		for _, p := range w.pending {
+			if !p.durable {
+				break
+			}
+			keep++
+		}
+		clear(w.pending[keep:])
+		w.pending = w.pending[:keep]
+		w.gen++
+	}
 	n := 0
 	for _, p := range w.pending {
 		if !p.durable && !p.failed {
@@ -420,7 +502,7 @@ func (s *Store) maybeFreeze(timer bool) {
 	// Each frozen layer is one bbolt transaction of at most about
 	// flushBytes (bbolt holds a transaction's dirty pages in memory);
 	// past walMaxPending waiting, the committer waits for the flusher.
-	for w.frozenBytes()+a.bytes >= walMaxPending && len(w.frozen) > 0 {
+	for w.frozenBytes()+a.bytes >= walMaxPending && len(w.frozen) > 0 && w.flushErr == nil {
 		w.flushed.Wait()
 	}
 	w.frozen = append(w.frozen, a)
@@ -478,7 +560,13 @@ func (s *Store) flushLoop() {
 			return
 		case <-w.kick:
 		}
-		if err := s.flushFrozen(); err != nil {
+		err := s.flushFrozen()
+		w.mu.Lock()
+		w.flushErr = err
+		w.flushed.Broadcast()
+		w.mu.Unlock()
+		s.noteCommit(err) // a full disk shows here first: the log's segments are preallocated
+		if err != nil {
 			s.logger.Error("bolt: batch commit from the write-ahead log failed; retrying", "err", err)
 			select {
 			case <-w.stop:

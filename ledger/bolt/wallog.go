@@ -337,25 +337,32 @@ func (l *wlog) prepareSpare() {
 }
 
 // startSegment starts the segment for l.next: the spare when one was
-// prepared, else a new file of size zero bytes. Its name is made durable
-// before any record in it can be acknowledged.
-func (l *wlog) startSegment(size int64) error {
+// prepared, else a new file of need zero bytes (at least: a spare of the
+// full segment size when none was prepared and the disk has room). Its
+// name is made durable before any record in it can be acknowledged.
+func (l *wlog) startSegment(need int64) error {
 	path := filepath.Join(l.dir, segName(l.next))
 	var f walFile
+	size := need
 	if l.spare != nil {
 		sp := <-l.spare
 		l.spare = nil
-		if sp.err != nil {
-			return fmt.Errorf("prepare %s: %w", path, sp.err)
+		if sp.err == nil {
+			if err := l.fs.Rename(filepath.Join(l.dir, spareName), path); err != nil {
+				_ = sp.f.Close()
+				return fmt.Errorf("rename spare segment to %s: %w", path, err)
+			}
+			f, size = sp.f, max(l.segSize, need)
+		} else {
+			// No room for a whole spare (a nearly full disk): a segment
+			// just large enough may still fit.
+			_ = l.fs.Remove(filepath.Join(l.dir, spareName))
 		}
-		if err := l.fs.Rename(filepath.Join(l.dir, spareName), path); err != nil {
-			_ = sp.f.Close()
-			return fmt.Errorf("rename spare segment to %s: %w", path, err)
-		}
-		f, size = sp.f, l.segSize
-	} else {
+	}
+	if f == nil {
 		var err error
 		if f, err = l.fs.Create(path, size); err != nil {
+			_ = l.fs.Remove(path)
 			return fmt.Errorf("create %s: %w", path, err)
 		}
 	}
@@ -378,6 +385,11 @@ func (l *wlog) startSegment(size int64) error {
 
 // appendAll writes payloads as the next records and fsyncs once; once it
 // returns nil they survive a power cut. It returns the first one's index.
+// A batch never spans segments: when it does not fit in the current one,
+// the next segment is started first, and if that fails (no room for a new
+// segment: a full disk) nothing was written and the log stays usable. A
+// failed write or fdatasync inside a segment breaks the log instead: what
+// reached the disk is unknown.
 func (l *wlog) appendAll(payloads [][]byte) (uint64, error) {
 	if l.broken != nil {
 		return 0, l.broken
@@ -386,49 +398,41 @@ func (l *wlog) appendAll(payloads [][]byte) (uint64, error) {
 	if len(payloads) == 0 {
 		return first, nil
 	}
+	total := int64(0)
+	for _, p := range payloads {
+		if len(p) > walMaxRecord {
+			return 0, fmt.Errorf("write-ahead log: record of %d bytes: over %d", len(p), walMaxRecord)
+		}
+		total += int64(walHeader + len(p))
+	}
+	if l.size > 0 && l.size+total > l.cap {
+		if err := l.startSegment(max(total, walFirstSegment)); err != nil {
+			return 0, fmt.Errorf("write-ahead log: new segment: %w", err)
+		}
+	}
 	fail := func(what string, err error) (uint64, error) {
 		l.broken = fmt.Errorf("write-ahead log: %s: %w", what, err)
 		return 0, l.broken
 	}
 	b := l.buf[:0]
-	start := l.size // where b will be written in the current segment
+	idx := first
 	for _, payload := range payloads {
-		if len(payload) > walMaxRecord {
-			return fail("record", fmt.Errorf("%d bytes: over %d", len(payload), walMaxRecord))
-		}
-		if end := start + int64(len(b)); end > 0 && end+int64(walHeader+len(payload)) > l.cap {
-			// Full: what is buffered goes to this segment, synced, first.
-			if len(b) > 0 {
-				if _, err := l.f.WriteAt(b, start); err != nil {
-					return fail("write", err)
-				}
-				if err := l.sync(); err != nil {
-					return fail("fsync", err)
-				}
-				l.size = start + int64(len(b))
-				b = b[:0]
-			}
-			if err := l.startSegment(l.segSize); err != nil {
-				return fail("new segment", err)
-			}
-			start = 0
-		}
-		idx := l.next
 		h := len(b)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
 		b = binary.LittleEndian.AppendUint32(b, 0)
 		b = binary.LittleEndian.AppendUint64(b, idx)
 		b = append(b, payload...)
 		binary.LittleEndian.PutUint32(b[h+4:h+8], crc32.Checksum(b[h+8:], crcTable))
-		l.next++
+		idx++
 	}
-	if _, err := l.f.WriteAt(b, start); err != nil {
+	if _, err := l.f.WriteAt(b, l.size); err != nil {
 		return fail("write", err)
 	}
 	if err := l.sync(); err != nil {
 		return fail("fsync", err)
 	}
-	l.size = start + int64(len(b))
+	l.size += int64(len(b))
+	l.next = idx
 	l.synced.Store(l.next - 1)
 	l.buf = b
 	if cap(l.buf) > 4<<20 {

@@ -13,7 +13,8 @@
 // written in docs/architecture.md §4 and §7: the claim decision
 // table, compensation, the transition table and outcome classification, a
 // runtime's result kept byte for byte, ingest (dedupe, orphans, joins),
-// escalation, scheduling, listing, the outbox, single-winner claims under contention, index consistency after
+// escalation, scheduling, listing, the outbox, retention (§15: what it
+// deletes, in what order, and what it must keep), single-winner claims under contention, index consistency after
 // random operations and a linearizability check with porcupine, whose
 // sequential model is the ledger's own pure rules.
 //

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Approvals", testApprovals},
 		{"OutboxAutonomy", testOutboxAutonomy},
 		{"CountRows", testCountRows},
+		{"Retention", testRetention},
 		{"Traceparent", testTraceparent},
 		{"Close", testClose},
 		{"RandomConsistency", testRandomConsistency},

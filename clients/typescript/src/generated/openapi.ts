@@ -217,6 +217,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream a consistent copy of the ledger file (admin token)
+         * @description Admin tokens only; a tenant token is 403. The bbolt ledger file as of one read transaction
+         *     (bbolt's `Tx.WriteTo`): claims, outcomes and webhooks go on committing meanwhile, none of them
+         *     in the copy. `Content-Length` is the copy's size and `Reconciler-Backup-Rows` its row count,
+         *     both sent before the body; a copy cut short (the node stopped, the disk failed) ends the
+         *     connection before `Content-Length` bytes, so a client that checks the length never keeps a
+         *     partial file (`reconciler backup --out FILE` does, and checks the copy before renaming it into
+         *     place). A node on PostgreSQL answers 501: use `pg_dump` or point-in-time recovery. Restore with
+         *     `reconciler restore --from FILE --data DIR` on a stopped node.
+         */
+        get: operations["backup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/freezes": {
         parameters: {
             query?: never;
@@ -885,6 +912,10 @@ export interface components {
             degraded?: {
                 [key: string]: string;
             };
+            /** @description The detail of each failing check that explains itself, by check name: `store_writes` says the ledger's disk is full (or its writes fail) while claims and webhooks answer 503. */
+            details?: {
+                [key: string]: string;
+            };
         };
         Resolution: {
             /** @enum {string} */
@@ -1055,7 +1086,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `not_implemented`: the feature (the kill switch, the tool registry) is not configured on this server. */
+        /** @description `not_implemented`: the feature (the kill switch, the tool registry, an online backup) is not configured on this server. */
         NotImplemented: {
             headers: {
                 [name: string]: unknown;
@@ -1488,6 +1519,35 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    backup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ledger file. */
+            200: {
+                headers: {
+                    /** @description How many rows the copy holds. */
+                    "Reconciler-Backup-Rows"?: number;
+                    /** @description The copy's size in bytes. */
+                    "Content-Length"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2264,7 +2324,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description Some checks failed; `failing` names them (their errors are logged, not served). */
+            /** @description Some checks failed; `failing` names them (their errors are logged, not served), and `details` explains those that explain themselves (`store_writes`: the disk is full). */
             503: {
                 headers: {
                     [name: string]: unknown;

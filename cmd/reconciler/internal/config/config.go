@@ -71,6 +71,8 @@ type Config struct {
 
 	// InboxRetention is how long vendor event ids are remembered for dedupe.
 	InboxRetention time.Duration `yaml:"inbox_retention"`
+	// Retention deletes settled rows (retention.go).
+	Retention RetentionConfig `yaml:"retention"`
 
 	Resolver  ResolverConfig  `yaml:"resolver"`
 	Paging    PagingConfig    `yaml:"paging"`

@@ -64,6 +64,8 @@ var precedenceSamples = map[string][3]string{
 	"log_level":                    {"debug", "warn", "error"},
 	"inbox_retention":              {"100h", "200h", "300h"},
 	"bolt_wal":                     {"false", "true", "false"},
+	"retention.settled_rows":       {"700h", "800h", "900h"},
+	"retention.archive_dir":        {"/tmp/a1", "/tmp/a2", "/tmp/a3"},
 	"resolver.interval":            {"1s", "2s", "3s"},
 	"resolver.grace":               {"4s", "5s", "6s"},
 	"resolver.pending_ttl":         {"7m", "8m", "9m"},
@@ -108,6 +110,8 @@ var precedenceContext = map[string]map[string]string{
 	"nats_ca":          {"RECONCILER_NATS_URL": "nats://x:4222"},
 	"nats_cert":        {"RECONCILER_NATS_URL": "nats://x:4222", "RECONCILER_NATS_KEY": pemFile},
 	"nats_key":         {"RECONCILER_NATS_URL": "nats://x:4222", "RECONCILER_NATS_CERT": pemFile},
+	// An archive needs retention on.
+	"retention.archive_dir": {"RECONCILER_RETENTION_SETTLED_ROWS": "720h"},
 }
 
 func TestPrecedence(t *testing.T) {

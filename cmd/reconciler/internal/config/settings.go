@@ -68,6 +68,8 @@ var settings = []Setting{
 	{Key: "body_limit", Usage: "largest request body: bytes, or with KiB/MiB/KB/MB"},
 	{Key: "log_level", Usage: "debug, info, warn or error"},
 	{Key: "inbox_retention", Usage: "how long vendor event ids are remembered (at least 72h)"},
+	{Key: "retention.settled_rows", Usage: "delete succeeded/failed_poison rows this long after they settled (0: keep every row; at least every replay window and inbox_retention)"},
+	{Key: "retention.archive_dir", Usage: "append each row to <dir>/rows-YYYY-MM-DD.jsonl (fsynced) before retention deletes it"},
 	{Key: "resolver.interval", Usage: "how often the resolver looks for open rows"},
 	{Key: "resolver.grace", Usage: "how long the resolver leaves a row alone after its last attempt"},
 	{Key: "resolver.pending_ttl", Usage: "lease of an attempt in flight"},

@@ -90,6 +90,7 @@ func (c Config) Validate() error {
 	if c.InboxRetention < minInboxRetention {
 		v.add("inbox_retention", "must be at least %s (vendors retry for about 3 days), got %s", formatDuration(minInboxRetention), formatDuration(c.InboxRetention))
 	}
+	v.retention(c)
 	v.positive("resolver.interval", c.Resolver.Interval)
 	v.nonNegative("resolver.grace", c.Resolver.Grace)
 	v.positive("resolver.pending_ttl", c.Resolver.PendingTTL)
