@@ -138,10 +138,16 @@
 // switching either way loses nothing; a build older than the log would
 // ignore one left by a crash, so open the file with this build first.
 // Store.Flush waits until bbolt holds every write acknowledged before it
-// (a copy of the bbolt file taken then is complete). A failed log write or
-// fdatasync fails every later write until restart (what reached the disk
-// is unknown); a failed bbolt batch is logged and retried, the writes
-// staying durable in the log. Durability is tested by TestCrash/wal
+// (a copy of the bbolt file taken then is complete). A batch never spans
+// segments; when the next segment cannot be created (a full disk), nothing
+// was written: that batch's groups and every group decided on top of them
+// fail with ErrUnavailable, the committer starts again from durable state,
+// and the log goes on once there is room. A failed write or fdatasync
+// inside a segment fails every later write until restart (what reached the
+// disk is unknown). A failed bbolt batch is logged and retried, the writes
+// staying durable in the log; while it fails and more than 8 MiB wait, new
+// groups fail with ErrUnavailable (503s) rather than wait. Both feed the
+// write-health episode of fault.go (/readyz). Durability is tested by TestCrash/wal
 // (SIGKILLs, also inside batch commits and between segment removals) and
 // TestPowerLoss (a file layer that drops every byte not fsynced).
 //
