@@ -92,6 +92,10 @@ func classify(err error) (status int, code, msg string, internal bool) {
 // ledger builds from constant text and the caller's own input, so it is
 // safe to send; what a store wrapped around it is not sent.
 func invalidMessage(err error) string {
+	var all ledger.InvalidErrors
+	if errors.As(err, &all) {
+		return all.Error() // every problem of the body at once
+	}
 	var ie *ledger.InvalidError
 	if !errors.As(err, &ie) {
 		return ledger.ErrInvalid.Error()

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,5 +34,18 @@ func ConnectNATS(url, tenant string, cred NATSCredentials, opts ...nats.Option) 
 		return nil, nil, fmt.Errorf("nats connect: %w", err)
 	}
 	base := []nats.Option{nats.Name("reconciler runtime " + tenant), nats.CustomInboxPrefix(events.InboxPrefix(tenant))}
-	return events.Connect(url, nil, append(append(base, copts...), opts...)...)
+	nc, _, err := events.Connect(url, nil, append(append(base, copts...), opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	// In the account layout the work consumer is imported under
+	// events.TenantAPIPrefix; TenantJetStream finds out which.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := events.TenantJetStream(ctx, nc, jetstream.WithPublishAsyncTimeout(events.DefaultPublishTimeout))
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("nats connect: %w", err)
+	}
+	return nc, js, nil
 }

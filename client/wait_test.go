@@ -64,15 +64,12 @@ func startBus(t *testing.T, e *env) *bus {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	perms, err := events.TenantPermissions(events.PermissionScope{}, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	np := natsserver.Permissions(perms)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, err := natsserver.Start(ctx, natsserver.Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(),
-		Users: []natsserver.User{{NKey: pub, Permissions: &np, Name: "tenant acme"}}})
+		Accounts: func(service string) (string, error) {
+			return events.AccountLayout{Service: service, Tenants: map[string][]string{"acme": {pub}}}.ServerConfig()
+		}})
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}
@@ -91,6 +88,9 @@ func startBus(t *testing.T, e *env) *bus {
 	}
 	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{}); err != nil {
 		t.Fatalf("work stream: %v", err)
+	}
+	if err := events.EnsureWorkConsumers(ctx, js, events.WorkStreamConfig{}, time.Second, []string{"acme"}); err != nil {
+		t.Fatalf("work consumer: %v", err)
 	}
 	relay, err := events.NewRelay(e.store, js, events.RelayOptions{})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -64,7 +65,16 @@ const leaseMargin = time.Second
 // Every worker process of the tenant shares one durable pull consumer
 // (events.WorkConsumer: worker-<tenant>, filter <prefix>_work.<tenant>.>),
 // so each item is held by one worker at a time. Run creates it if missing
-// (the tenant's credential may: events.TenantPermissions).
+// on the open single node; in the account layout (events.AccountLayout)
+// the service makes it and Run uses it as it is.
+//
+// The message only names the key: handle terminates, calling nothing, an
+// item that is not a work item, names another tenant, names a key that is
+// no row of the tenant, or disagrees with its row (read before the start:
+// tool, run, tool call, vendor, class, local id, request, expectation, and
+// the intent against the row's fingerprint), and logs why. The handler
+// gets the row as start returned it: the request stored on the row, never
+// a body taken from the message.
 //
 // What each start answers decides the item's fate:
 //
@@ -182,17 +192,14 @@ func NewWorker(c *Client, js jetstream.JetStream, tenant string, handlers map[st
 }
 
 // Consumer returns the shared durable consumer, creating it (or updating
-// it to this Worker's ack wait) when needed.
+// it to this Worker's ack wait) when needed. In the account layout
+// (events.AccountLayout) the tenant's account cannot make it: the create
+// finds no responder, and the consumer the service made is used as it is.
 func (w *Worker) Consumer(ctx context.Context) (jetstream.Consumer, error) {
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.stream, jetstream.ConsumerConfig{
-		Durable:       events.WorkConsumer(w.tenant),
-		Description:   "reconciler outbox workers of tenant " + w.tenant,
-		FilterSubject: events.WorkSubjectPrefix(w.prefix) + "." + w.tenant + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.ackWait,
-		MaxDeliver:    -1, // an item is never dropped: its row would stay queued
-		MaxAckPending: -1,
-	})
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.stream, events.WorkConsumerConfig(w.prefix, w.tenant, w.ackWait))
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		cons, err = w.js.Consumer(ctx, w.stream, events.WorkConsumer(w.tenant))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("worker: consumer %s on %s: %w", events.WorkConsumer(w.tenant), w.stream, err)
 	}
@@ -206,6 +213,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.Consumer(ctx)
 	if err != nil {
 		return err
+	}
+	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 && info.Config.AckWait < w.ackWait {
+		// The service's consumer (account layout): keep items in progress
+		// within its ack wait, not this Worker's.
+		w.log.InfoContext(ctx, "work consumer's ack wait is shorter than the worker's; using it", "ack_wait", info.Config.AckWait)
+		w.ackWait = info.Config.AckWait
 	}
 	ref := &consumerRef{cons: cons}
 	var wg sync.WaitGroup
@@ -298,18 +311,44 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// handle runs one item to its ack or nak.
+// handle runs one item to its ack or nak. The message only names the key:
+// what is called is the ledger's row, as its start returns it. A message
+// that is not a work item, names another tenant, or disagrees with the row
+// it names is logged and terminated, and nothing is called.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	var ev ledger.Event
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.Work == nil || ev.Key == "" || ev.Tenant != w.tenant {
-		// Not a work item of ours: no worker can do anything with it.
-		w.log.ErrorContext(ctx, "not a work item; dropped", "subject", msg.Subject(), "err", err)
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.Work == nil || ev.Key == "" {
+		// Not a work item: no worker can do anything with it.
+		w.log.ErrorContext(ctx, "not a work item; terminated", "subject", msg.Subject(), "err", err)
 		w.settle(ctx, msg, "term", "")
 		return
 	}
-	item := WorkItem{Key: ev.Key, Tenant: ev.Tenant, RunID: ev.RunID, Tool: ev.Tool, ToolCallID: ev.ToolCallID, WorkItem: *ev.Work}
-	log := w.log.With("key", item.Key, "run_id", item.RunID, "tool", item.Tool)
-	h, ok := w.handlers[item.Tool]
+	if ev.Tenant != w.tenant {
+		w.log.ErrorContext(ctx, "work item of another tenant; terminated, nothing called",
+			"subject", msg.Subject(), "item_tenant", ev.Tenant, "key", ev.Key)
+		w.settle(ctx, msg, "term", ev.Key)
+		return
+	}
+	log := w.log.With("key", ev.Key, "run_id", ev.RunID, "tool", ev.Tool)
+	// Read the row before starting it: a forged item must not take the
+	// row's lease (the genuine item would then wait it out).
+	row, err := w.c.Get(ctx, ev.Key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		log.WarnContext(ctx, "work item names no row of this tenant; terminated")
+		w.settle(ctx, msg, "term", ev.Key)
+		return
+	case err != nil:
+		log.WarnContext(ctx, "work item's row could not be read; handed back", "err", err)
+		w.nak(ctx, msg, ev.Key)
+		return
+	}
+	if field := mismatch(ev, row); field != "" {
+		log.ErrorContext(ctx, "work item disagrees with its row in the ledger; terminated, nothing called", "field", field)
+		w.settle(ctx, msg, "term", ev.Key)
+		return
+	}
+	h, ok := w.handlers[row.Tool]
 	if !ok {
 		log.WarnContext(ctx, "no handler for the work item's tool; handed back")
 		w.nak(ctx, msg, "")
@@ -318,8 +357,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	// A start resent after a lost answer, or a slow server, must not
 	// outlive the ack wait: JetStream would hand the item out again.
 	stop := w.keepAlive(ctx, msg)
-	resp, err := w.c.Start(ctx, item.Key)
+	resp, err := w.c.Start(ctx, ev.Key)
 	stop()
+	item := WorkItem{Key: ev.Key}
 	var ae *Error
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotQueued):
@@ -337,6 +377,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	switch resp.Decision {
 	case ledger.DecisionProceed, ledger.DecisionRetrySameKey:
+		if resp.Row == nil || mismatch(ev, *resp.Row) != "" {
+			// The row changed between the read and the start: it is the
+			// row's lease now, so the item comes back and is checked again.
+			log.ErrorContext(ctx, "work item's row changed under its start; handed back")
+			w.nak(ctx, msg, item.Key)
+			return
+		}
+		item = itemOf(*resp.Row, ev.Work.Intent)
 	case ledger.DecisionWait:
 		switch {
 		case resp.Row == nil || resp.Row.Attempt == 0:
@@ -364,6 +412,47 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	w.call(ctx, msg, item, h, resp, log)
+}
+
+// itemOf is the work item a handler gets: the row's, as start returned it,
+// with the intent the message carried, which mismatch checked against the
+// row's fingerprint.
+func itemOf(row ledger.Row, intent json.RawMessage) WorkItem {
+	return WorkItem{Key: row.Key, Tenant: row.Tenant, RunID: row.RunID, Tool: row.Tool, ToolCallID: row.ToolCallID,
+		WorkItem: ledger.WorkItem{Vendor: row.Vendor, ToolClass: row.ToolClass, MetadataLocalID: row.MetadataLocalID,
+			Intent: intent, Request: row.Request, Expect: row.Expect, ReplayWindowUntil: row.ReplayWindowUntil}}
+}
+
+// mismatch names the first field in which a work item's message disagrees
+// with the row it names ("" when it agrees): a message the relay made from
+// the row agrees in all of them.
+func mismatch(ev ledger.Event, row ledger.Row) string {
+	fp, err := ledger.Fingerprint(ev.Work.Intent)
+	switch {
+	case row.Key != ev.Key:
+		return "key"
+	case row.Tenant != ev.Tenant:
+		return "tenant"
+	case row.Tool != ev.Tool:
+		return "tool"
+	case row.RunID != ev.RunID:
+		return "run_id"
+	case row.ToolCallID != ev.ToolCallID:
+		return "tool_call_id"
+	case row.Vendor != ev.Work.Vendor:
+		return "vendor"
+	case row.ToolClass != ev.Work.ToolClass:
+		return "tool_class"
+	case row.MetadataLocalID != ev.Work.MetadataLocalID:
+		return "metadata_local_id"
+	case !reflect.DeepEqual(row.Request, ev.Work.Request):
+		return "request"
+	case !reflect.DeepEqual(row.Expect, ev.Work.Expect):
+		return "expect"
+	case err != nil || fp != row.IntentFingerprint:
+		return "intent"
+	}
+	return ""
 }
 
 // call makes the item's call with Do's attempt (classify, report), telling

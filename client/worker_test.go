@@ -363,8 +363,9 @@ func TestWorkerRetriesPending(t *testing.T) {
 }
 
 // TestWorkerRemakesConsumer: the shared durable is deleted while the
-// Worker runs (an operator, a recreated work stream); the Worker makes it
-// again and calls the next item.
+// Worker runs (an operator, a recreated work stream); once the service
+// makes it again (events.KeepWorkConsumers: in the account layout a
+// tenant's runtime cannot), the Worker finds it and calls the next item.
 func TestWorkerRemakesConsumer(t *testing.T) {
 	e := newEnv(t, withAutonomy(0))
 	b := startBus(t, e)
@@ -383,6 +384,9 @@ func TestWorkerRemakesConsumer(t *testing.T) {
 	}
 	if _, err := e.client(t).Do(ctx, outboxClaim(), nil); !errors.Is(err, client.ErrQueued) {
 		t.Fatalf("Do: %v", err)
+	}
+	if err := events.EnsureWorkConsumers(ctx, b.js, events.WorkStreamConfig{}, time.Second, []string{"acme"}); err != nil {
+		t.Fatal(err)
 	}
 	testkit.EventuallyWithin(t, 20*time.Second, "the item called through the new consumer", func() bool {
 		return calls.total() == 1 && workItems(t, b.js) == 0

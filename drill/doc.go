@@ -5,9 +5,9 @@
 //
 // Every drill gets a world of its own, in a fresh temporary directory: the
 // bbolt ledger, an embedded NATS server with JetStream on a random loopback
-// port (never 4222) whose one user is the drill tenant's runtime (an nkey
-// seed file and events.TenantPermissions, as a runtime on another host
-// connects with client.ConnectNATS), the outbox relay, the real API (api.New) with the
+// port (never 4222) in the account layout, whose one tenant user is the
+// drill tenant's runtime (an nkey seed file in the tenant's own account, as
+// a runtime on another host connects with client.ConnectNATS), the outbox relay, the real API (api.New) with the
 // Stripe webhook handler on one loopback httptest server, and Vendor, a
 // Stripe-like fake that really commits objects, remembers each answer by
 // Idempotency-Key (a repeated key gets the stored answer with

@@ -39,10 +39,20 @@ func TestEnvRuntimeIsATenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(ev)
-	if _, err := e.js.Publish(ctx, subj, body); err != nil {
-		t.Fatalf("service publish: %v", err)
+	// The tenant's account sees its events live (events.AccountLayout):
+	// the service publishes once Await listens.
+	published := make(chan error, 1)
+	got, err := events.Await(ctx, e.rjs, tenant, "run-1", "k1", events.WithOpened(func() {
+		_, err := e.js.Publish(ctx, subj, body)
+		published <- err
+	}))
+	select {
+	case perr := <-published:
+		if perr != nil {
+			t.Fatalf("service publish: %v", perr)
+		}
+	default: // Await never listened: err says why
 	}
-	got, err := events.Await(ctx, e.rjs, tenant, "run-1", "k1")
 	if err != nil || got.Key != "k1" {
 		t.Fatalf("runtime await: %+v, %v", got, err)
 	}

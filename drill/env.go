@@ -23,7 +23,6 @@ import (
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/registry"
-	"github.com/agentledger/reconciler/resolver"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -119,11 +118,13 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 	// the credentials and permissions a multi-host set-up uses.
 	nopts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), e.log)
 	nopts.Listen = "127.0.0.1:-1"
-	seedFile, user, err := runtimeUser(dir)
+	seedFile, pub, err := runtimeUser(dir)
 	if err != nil {
 		return e, err
 	}
-	nopts.Users = []natsserver.User{user}
+	nopts.Accounts = func(service string) (string, error) {
+		return events.AccountLayout{Service: service, Tenants: map[string][]string{tenant: {pub}}}.ServerConfig()
+	}
 	if e.nats, err = natsserver.Start(ctx, nopts); err != nil {
 		return e, fmt.Errorf("start nats: %w", err)
 	}
@@ -137,6 +138,10 @@ func newEnv(ctx context.Context, o Options) (_ *env, err error) {
 		return e, err
 	}
 	if _, err = events.EnsureWorkStream(ctx, e.js, events.WorkStreamConfig{}); err != nil {
+		return e, err
+	}
+	// In the account layout the runtime cannot make its work consumer.
+	if err = events.EnsureWorkConsumers(ctx, e.js, events.WorkStreamConfig{}, 0, []string{tenant}); err != nil {
 		return e, err
 	}
 	relay, err := events.NewRelay(e.store, e.js, events.RelayOptions{Logger: e.log, Interval: 100 * time.Millisecond})
@@ -246,25 +251,21 @@ func (e *env) close() {
 }
 
 // runtimeUser makes the drill tenant's NATS key pair, writes its seed file
-// into dir as `reconciler nats-creds` would, and returns the server's user.
-func runtimeUser(dir string) (string, natsserver.User, error) {
+// into dir as `reconciler nats-creds` would, and returns the file and the
+// public key (its user in the tenant's account).
+func runtimeUser(dir string) (string, string, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
-		return "", natsserver.User{}, fmt.Errorf("nats key: %w", err)
+		return "", "", fmt.Errorf("nats key: %w", err)
 	}
 	defer kp.Wipe()
 	pub, _ := kp.PublicKey() // a pair made by CreateUser always has both
 	seed, _ := kp.Seed()
 	seedFile := filepath.Join(dir, tenant+".nk")
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
-		return "", natsserver.User{}, fmt.Errorf("nats seed file: %w", err)
+		return "", "", fmt.Errorf("nats seed file: %w", err)
 	}
-	p, err := events.TenantPermissions(events.PermissionScope{ServiceConsumers: []string{resolver.DefaultPageConsumer}}, tenant)
-	if err != nil {
-		return "", natsserver.User{}, err
-	}
-	perms := natsserver.Permissions(p)
-	return seedFile, natsserver.User{NKey: pub, Permissions: &perms, Name: "tenant " + tenant}, nil
+	return seedFile, pub, nil
 }
 
 // drained waits until the outbox is empty, so every event the ledger wrote

@@ -3,12 +3,14 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentledger/reconciler/ledger"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,10 +18,14 @@ import (
 const DefaultPollInterval = 2 * time.Second
 
 // StreamReader is what Await needs of JetStream (jetstream.JetStream
-// satisfies it).
+// satisfies it): the account's JetStream info (a tenant's account in the
+// account layout has none), an ordered consumer where the stream is the
+// account's own, and the connection for the live events otherwise.
 type StreamReader interface {
+	AccountInfo(ctx context.Context) (*jetstream.AccountInfo, error)
 	OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error)
 	DeleteConsumer(ctx context.Context, stream string, consumer string) error
+	Conn() *nats.Conn
 }
 
 // LedgerCheck asks the ledger (or the claim API) whether a key is settled;
@@ -30,6 +36,7 @@ type LedgerCheck func(ctx context.Context) (ledger.Event, bool, error)
 type AwaitOption func(*awaitConfig)
 
 type awaitConfig struct {
+	opened       func()
 	stream       string
 	prefix       string
 	check        LedgerCheck
@@ -49,6 +56,12 @@ func (c *awaitConfig) ends(status string) bool {
 	return resolution(status) || slices.Contains(c.wakeOn, status)
 }
 
+// WithOpened makes Await call f once, as soon as its subscription (or
+// consumer) is open: an action whose event the caller waits for may start
+// then, and its event is not missed even where Await sees only live events
+// (a tenant's account in the account layout).
+func WithOpened(f func()) AwaitOption { return func(c *awaitConfig) { c.opened = f } }
+
 // WithStream names the event stream (default DefaultStream).
 func WithStream(name string) AwaitOption { return func(c *awaitConfig) { c.stream = name } }
 
@@ -67,12 +80,17 @@ func WithPollInterval(d time.Duration) AwaitOption {
 
 // Await returns the first resolution event (succeeded, failed_poison,
 // escalated, or the approval gate's denied and approval_expired; unknown,
-// approval_requested and approved are not resolutions) of key in the run,
-// including one
-// published before the call: it reads <prefix>.<tenant>.<run_id>.* from the
-// start of the stream with an ordered, ephemeral consumer that it deletes on
-// return. With WithLedger it also returns as soon as the ledger says the key
-// is settled. It returns ctx's error (wrapped) when ctx ends first. The
+// approval_requested and approved are not resolutions) of key in the run.
+// Where the connection's account holds the stream (the service's, or the
+// open single node's one account) that includes an event published before
+// the call: it reads <prefix>.<tenant>.<run_id>.* from the start of the
+// stream with an ordered, ephemeral consumer that it deletes on return. A
+// tenant's account in the account layout (AccountLayout) has no JetStream
+// ($JS.API.INFO says so): Await then subscribes to the events as they are
+// published, and only WithLedger finds one published before the call. With
+// WithLedger it also returns as soon as the ledger says the key is settled.
+// An event counts only when it parses and its tenant, run and key are the
+// ones asked for; anything else on the subject is skipped. It returns ctx's error (wrapped) when ctx ends first. The
 // event's Traceparent is the trace context its message carried (the
 // relay's publish span, or the claim's): ResumeContext continues it.
 //
@@ -97,8 +115,8 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 	w := &watch{
 		js: js, stream: cfg.stream,
 		filter: cfg.prefix + "." + tenant + "." + runID + ".*",
-		handle: func(msg jetstream.Msg) {
-			if ev, ok := matchEvent(msg, tenant, runID, key, cfg.ends); ok {
+		handle: func(subject string, data []byte, header nats.Header) {
+			if ev, ok := matchEvent(subject, data, header, tenant, runID, key, cfg.ends); ok {
 				select {
 				case found <- ev:
 				default: // one is enough
@@ -114,6 +132,8 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 		if cfg.check == nil || ctx.Err() != nil {
 			return ledger.Event{}, fmt.Errorf("await %s: %w", key, err)
 		}
+	} else if cfg.opened != nil {
+		cfg.opened()
 	}
 	if ev, ok := poll(ctx, cfg.check); ok {
 		return ev, nil
@@ -139,7 +159,10 @@ func Await(ctx context.Context, js StreamReader, tenant, runID, key string, opts
 			return ev, nil
 		case <-tick:
 			if !w.opened() {
-				_ = w.open(ctx) // the ledger poll covers us meanwhile
+				// The ledger poll covers us meanwhile.
+				if w.open(ctx) == nil && cfg.opened != nil {
+					cfg.opened()
+				}
 			}
 			if ev, ok := poll(ctx, cfg.check); ok {
 				return ev, nil
@@ -161,14 +184,14 @@ func poll(ctx context.Context, check LedgerCheck) (ledger.Event, bool) {
 	return ev, true
 }
 
-// matchEvent decodes msg and reports whether it resolves key.
-func matchEvent(msg jetstream.Msg, tenant, runID, key string, ends func(string) bool) (ledger.Event, bool) {
-	subj := msg.Subject()
+// matchEvent decodes a message and reports whether it resolves key.
+// Whatever does not parse, or names another tenant, run or key, is not.
+func matchEvent(subj string, data []byte, header nats.Header, tenant, runID, key string, ends func(string) bool) (ledger.Event, bool) {
 	if !ends(subj[strings.LastIndexByte(subj, '.')+1:]) {
 		return ledger.Event{}, false // skip decoding unknown and anything else
 	}
 	var ev ledger.Event
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+	if err := json.Unmarshal(data, &ev); err != nil {
 		return ledger.Event{}, false
 	}
 	if ev.Key != key || ev.Tenant != tenant || ev.RunID != runID || !ends(ev.Status) {
@@ -176,30 +199,45 @@ func matchEvent(msg jetstream.Msg, tenant, runID, key string, ends func(string) 
 	}
 	// The header names the publish span when the relay traces (a child of
 	// the claim the body names): the resumed run continues from there.
-	if tp := msg.Headers().Get(HeaderTraceparent); tp != "" && ledger.ValidateTraceparent(tp) == nil {
+	if tp := header.Get(HeaderTraceparent); tp != "" && ledger.ValidateTraceparent(tp) == nil {
 		ev.Traceparent = tp
 	}
 	return ev, true
 }
 
-// watch owns the ordered consumer of one Await call.
+// watch owns the ordered consumer, or the subscription, of one Await call.
 type watch struct {
 	js     StreamReader
 	stream string
 	filter string
-	handle func(jetstream.Msg)
+	handle func(subject string, data []byte, header nats.Header)
 
 	cons jetstream.Consumer
 	cc   jetstream.ConsumeContext
+	sub  *nats.Subscription
 }
 
-func (w *watch) opened() bool { return w.cc != nil }
+func (w *watch) opened() bool { return w.cc != nil || w.sub != nil }
 
 func (w *watch) open(ctx context.Context) error {
+	if _, err := w.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		// A tenant's account (or its TenantJetStream, whose API prefix
+		// answers no INFO): the stream is the service's, and the account
+		// imports its events as they are published.
+		sub, err := w.js.Conn().Subscribe(w.filter, func(m *nats.Msg) { w.handle(m.Subject, m.Data, m.Header) })
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", w.filter, err)
+		}
+		if err := w.js.Conn().FlushWithContext(ctx); err != nil {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("subscribe %s: %w", w.filter, err)
+		}
+		w.sub = sub
+		return nil
+	}
 	cons, err := w.js.OrderedConsumer(ctx, w.stream, jetstream.OrderedConsumerConfig{
 		// Exactly one filter: nats.go then puts it in the create request's
-		// subject, which is what a tenant's permissions scope
-		// (TenantPermissions); two would need the whole-stream door.
+		// subject, where a server's permissions can scope it.
 		FilterSubjects: []string{w.filter},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		// A backstop: close deletes the consumer, but a crashed caller
@@ -209,7 +247,7 @@ func (w *watch) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open consumer on %s: %w", w.filter, err)
 	}
-	cc, err := cons.Consume(w.handle)
+	cc, err := cons.Consume(func(m jetstream.Msg) { w.handle(m.Subject(), m.Data(), m.Headers()) })
 	if err != nil {
 		w.deleteConsumer(ctx, cons)
 		return fmt.Errorf("consume %s: %w", w.filter, err)
@@ -220,6 +258,9 @@ func (w *watch) open(ctx context.Context) error {
 
 // close stops delivery and deletes the server-side consumer.
 func (w *watch) close(ctx context.Context) {
+	if w.sub != nil {
+		_ = w.sub.Unsubscribe()
+	}
 	if w.cc == nil {
 		return
 	}

@@ -21,12 +21,20 @@
 //     escalated, denied, approval_expired) of a key, from the stream and,
 //     with WithLedger, from a poll of the ledger so a lost notification
 //     cannot strand a paused run.
-//   - TenantPermissions is the one statement of what a tenant's runtime
-//     credential may do on the bus (read its own events through a consumer
-//     whose filter it cannot widen; publish nothing), ServicePermissions
-//     the service's; InboxPrefix is the reply prefix a runtime must use.
-//     permissions.go says which nats-server and nats.go code they were
-//     checked against, and what permissions cannot close.
+//   - AccountLayout is the account boundary of the bus: the streams in
+//     ServiceAccount, each tenant's runtimes in TENANT_<tenant>, which
+//     imports only its events (live) and its work consumer (under
+//     TenantAPIPrefix); ServerConfig renders it for the embedded server
+//     and for `reconciler nats-creds --server-config`. TenantPermissions
+//     bound a tenant's users inside their account, ServicePermissions the
+//     service's; InboxPrefix is the reply prefix a runtime must use;
+//     TenantJetStream picks a runtime's JetStream context.
+//     EnsureWorkConsumers and KeepWorkConsumers make every tenant's work
+//     consumer, which a tenant cannot.
+//   - StreamConfig.Limits and WorkStreamConfig bound the streams
+//     (max bytes, max message size, discard); a stream that refuses an
+//     event for its limits is ErrStreamFull to the relay, an outage the
+//     outbox rides out; ReadStreamUsage says how full each is.
 //   - Connect dials with the reconnect policy of the relay and Await;
 //     Credentials (creds file, nkey seed file, CA, client certificate, in
 //     the nats CLI's terms) add authentication and TLS.

@@ -511,7 +511,11 @@ func (r *Relay) settle(o outcome) {
 		r.met.CountResult(ResultError)
 		endPublish(e, ResultError, o.err)
 		p.requeue(e)
-		r.failed(&p.pubErr, fmt.Errorf("publish %s: %w", e.subject, o.err))
+		err := fmt.Errorf("publish %s: %w", e.subject, o.err)
+		if streamFull(o.err) {
+			err = fmt.Errorf("publish %s: %w (%w)", e.subject, ErrStreamFull, o.err)
+		}
+		r.failed(&p.pubErr, err)
 		return
 	}
 	if o.ack.Duplicate {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,11 @@ type WorkStreamConfig struct {
 	Duplicates time.Duration
 	// Replicas as in StreamConfig: 0 keeps an existing stream's count.
 	Replicas int
+	// MaxBytes and MaxMsgSize bound the stream as in StreamConfig. A full
+	// work stream always refuses new items (discard new): dropping old
+	// ones would lose queued calls.
+	MaxBytes   int64
+	MaxMsgSize int32
 }
 
 // EnsureWorkStream creates the work stream, or updates an existing one to
@@ -89,6 +95,7 @@ func EnsureWorkStream(ctx context.Context, js jetstream.JetStream, cfg WorkStrea
 		name: cfg.Name, description: "reconciler work items (outbox autonomy)",
 		prefix: WorkSubjectPrefix(cfg.SubjectPrefix), retention: jetstream.WorkQueuePolicy,
 		duplicates: cfg.Duplicates, replicas: cfg.Replicas,
+		limits: StreamLimits{MaxBytes: cfg.MaxBytes, MaxMsgSize: cfg.MaxMsgSize},
 		usable: func(sc jetstream.StreamConfig) error {
 			if sc.Retention != jetstream.WorkQueuePolicy || sc.Storage != jetstream.FileStorage {
 				return fmt.Errorf("it has %s retention and %s storage; work items need work-queue retention and file storage (recreate it)",
@@ -118,6 +125,27 @@ type StreamConfig struct {
 	// 0 keeps an existing stream's count, so a stream an operator scaled up
 	// is not scaled back on the next start, and creates a new one with 1.
 	Replicas int
+	// Limits bound the stream's size; a zero field keeps an existing
+	// stream's setting (and leaves a new one unbounded in it). A MaxBytes
+	// below what an existing stream holds is not applied: the server would
+	// drop stored messages to meet it. The returned stream's config says
+	// which limit holds.
+	Limits StreamLimits
+}
+
+// StreamLimits bound a stream (cmd/reconciler's events.max_bytes,
+// events.max_msg_size and events.discard).
+type StreamLimits struct {
+	// MaxBytes is the most the stream stores; 0 keeps an existing
+	// stream's limit.
+	MaxBytes int64
+	// MaxMsgSize is the largest message it takes; 0 keeps the existing.
+	MaxMsgSize int32
+	// DiscardOld makes a full stream drop its oldest events to take a new
+	// one. The default (discard new) refuses the new one instead, which
+	// the relay treats as an outage: the event stays in the outbox until
+	// there is room, so a full stream loses no acknowledged event.
+	DiscardOld bool
 }
 
 func (c StreamConfig) withDefaults() StreamConfig {
@@ -146,7 +174,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	return ensureStream(ctx, js, streamSpec{
 		name: cfg.Name, description: "reconciler resolution events",
 		prefix: cfg.SubjectPrefix, retention: jetstream.LimitsPolicy,
-		duplicates: cfg.Duplicates, maxAge: cfg.MaxAge, replicas: cfg.Replicas,
+		duplicates: cfg.Duplicates, maxAge: cfg.MaxAge, replicas: cfg.Replicas, limits: cfg.Limits,
 		usable: func(sc jetstream.StreamConfig) error {
 			if sc.Storage != jetstream.FileStorage {
 				return fmt.Errorf("it uses %s storage; events need file storage (recreate it)", sc.Storage)
@@ -164,6 +192,7 @@ type streamSpec struct {
 	duplicates        time.Duration
 	maxAge            time.Duration // 0: keep an existing stream's
 	replicas          int           // 0: keep an existing stream's; 1 for a new one
+	limits            StreamLimits  // zero fields: keep an existing stream's
 	// usable says why an existing stream cannot be updated into this one
 	// (JetStream cannot change its retention or storage); nil: it can.
 	usable func(jetstream.StreamConfig) error
@@ -182,6 +211,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec) 
 	if spec.replicas < 0 || spec.replicas > 5 {
 		return nil, fmt.Errorf("ensure stream %s: replicas %d, want 1 to 5", spec.name, spec.replicas)
 	}
+	if spec.limits.MaxBytes < 0 || spec.limits.MaxMsgSize < 0 {
+		return nil, fmt.Errorf("ensure stream %s: negative max bytes or max message size", spec.name)
+	}
+	discard := jetstream.DiscardNew
+	if spec.limits.DiscardOld {
+		discard = jetstream.DiscardOld
+	}
 	if spec.maxAge != 0 && spec.maxAge < spec.duplicates {
 		return nil, fmt.Errorf("ensure stream %s: max age %s is shorter than the duplicates window %s", spec.name, spec.maxAge, spec.duplicates)
 	}
@@ -198,6 +234,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec) 
 			Duplicates:  spec.duplicates,
 			MaxAge:      spec.maxAge,
 			Replicas:    max(spec.replicas, 1),
+			MaxBytes:    cmp.Or(spec.limits.MaxBytes, -1),
+			MaxMsgSize:  cmp.Or(spec.limits.MaxMsgSize, -1),
+			Discard:     discard,
 		})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Another replica created it meanwhile: update that one.
@@ -223,6 +262,19 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec) 
 	}
 	if spec.replicas != 0 {
 		sc.Replicas = spec.replicas
+	}
+	// A limit below what the stream holds would make the server drop
+	// stored messages at once (queued work items among them): such a
+	// limit is not applied, and the caller sees the stream's own
+	// (StreamConfig.Limits says so).
+	if spec.limits.MaxBytes != 0 && uint64(spec.limits.MaxBytes) >= existing.CachedInfo().State.Bytes {
+		sc.MaxBytes = spec.limits.MaxBytes
+	}
+	if spec.limits.MaxMsgSize != 0 {
+		sc.MaxMsgSize = spec.limits.MaxMsgSize
+	}
+	if spec.limits != (StreamLimits{}) {
+		sc.Discard = discard
 	}
 	s, err := js.UpdateStream(ctx, sc)
 	if err != nil {
@@ -292,4 +344,23 @@ func ValidSubjectPrefix(p string) error {
 		}
 	}
 	return nil
+}
+
+// ErrStreamFull means the stream refused an event because it is at a limit
+// (max_bytes, or a message over max_msg_size, with discard new): the relay
+// keeps the event in the outbox, as through an outage, until there is room.
+var ErrStreamFull = errors.New("the stream is full (max_bytes or max_msg_size): events wait in the outbox")
+
+// streamFull reports whether a publish error is the stream refusing a
+// message for its limits: nats-server answers "maximum bytes exceeded"
+// (or "maximum messages exceeded", or a message over max_msg_size) with
+// an API error of code 503 or 400.
+func streamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	d := strings.ToLower(apiErr.Description)
+	return strings.Contains(d, "maximum bytes exceeded") || strings.Contains(d, "maximum messages exceeded") ||
+		strings.Contains(d, "message size exceeds maximum") || strings.Contains(d, "maximum message size exceeded")
 }

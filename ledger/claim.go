@@ -1,7 +1,10 @@
 package ledger
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -57,33 +60,41 @@ func NewClaim(req ClaimRequest, p Policy, now time.Time) (Claim, error) {
 	if err := ValidateTenant(req.Tenant); err != nil {
 		return Claim{}, err
 	}
-	if err := ValidateRunID(req.RunID); err != nil {
-		return Claim{}, err
-	}
-	if err := validateTool(req.Tool); err != nil {
-		return Claim{}, err
-	}
-	if err := validateToolCallID(req.ToolCallID); err != nil {
-		return Claim{}, err
-	}
-	if err := ValidateVendor(req.Vendor); err != nil {
-		return Claim{}, err
-	}
-	if !req.ToolClass.Valid() {
-		return Claim{}, ErrInvalidToolClass
-	}
-	if req.Key != "" {
-		if err := ValidateKey(req.Key); err != nil {
-			return Claim{}, err
+	// Every field is checked, and every problem reported at once.
+	var bad []*InvalidError
+	var other error // a check's error that is no InvalidError (none today)
+	check := func(err error, empty bool) {
+		var ie *InvalidError
+		switch {
+		case err == nil:
+		case !errors.As(err, &ie):
+			other = cmp.Or(other, err)
+		case empty:
+			bad = append(bad, ie.Missing())
+		default:
+			bad = append(bad, ie)
 		}
 	}
-	if err := validateRequest(req.Request); err != nil {
-		return Claim{}, err
+	check(ValidateRunID(req.RunID), req.RunID == "")
+	check(validateTool(req.Tool), req.Tool == "")
+	check(validateToolCallID(req.ToolCallID), false)
+	check(ValidateVendor(req.Vendor), req.Vendor == "")
+	if !req.ToolClass.Valid() {
+		check(ErrInvalidToolClass, req.ToolClass == "")
 	}
-	if err := validateExpect(req.Expect); err != nil {
-		return Claim{}, err
+	if req.Key != "" {
+		check(ValidateKey(req.Key), false)
 	}
-	if err := ValidateTraceparent(req.Traceparent); err != nil {
+	check(validateRequest(req.Request), false)
+	check(validateExpect(req.Expect), false)
+	check(ValidateTraceparent(req.Traceparent), false)
+	if _, _, err := fingerprint(req.Intent); err != nil {
+		check(err, len(bytes.TrimSpace(req.Intent)) == 0 || string(bytes.TrimSpace(req.Intent)) == "null")
+	}
+	if other != nil {
+		return Claim{}, other
+	}
+	if err := joinInvalid(bad); err != nil {
 		return Claim{}, err
 	}
 	if req.ReplayWindow < 0 {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is; the HTTP layer maps
@@ -70,10 +71,15 @@ type InvalidError struct {
 	Reason string
 	// of is the error this one details (With); nil for the sentinels.
 	of *InvalidError
+	// missing: the field was absent or empty (Missing).
+	missing bool
 }
 
-// Error reads "invalid <field>: <reason>".
+// Error reads "invalid <field>: <reason>", or "missing <field>".
 func (e *InvalidError) Error() string {
+	if e.missing {
+		return "missing " + e.Field
+	}
 	if e.Reason == "" {
 		return "invalid " + e.Field
 	}
@@ -90,6 +96,49 @@ func (e *InvalidError) Unwrap() error {
 		return nil
 	}
 	return e.of
+}
+
+// Missing returns e for a field the input left out (or empty): it reads
+// "missing <field>" and matches e.
+func (e *InvalidError) Missing() *InvalidError {
+	return &InvalidError{Field: e.Field, of: e, missing: true}
+}
+
+// InvalidErrors are every problem of one input (a claim's body), in the
+// order of its fields, so a caller fixes them at once rather than one a
+// request. It matches ErrInvalid and each of its errors.
+type InvalidErrors []*InvalidError
+
+// Error reads the problems joined by "; ".
+func (es InvalidErrors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Is matches ErrInvalid.
+func (es InvalidErrors) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the problems.
+func (es InvalidErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// joinInvalid is nil for no problems, the one problem, or InvalidErrors.
+func joinInvalid(es []*InvalidError) error {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return es[0]
+	}
+	return InvalidErrors(es)
 }
 
 // With returns e with a detail: the same Field, the detail appended to the

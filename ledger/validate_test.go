@@ -573,3 +573,35 @@ func TestClaimKeepsTraceparent(t *testing.T) {
 		t.Errorf("bad traceparent: %v, want ErrInvalidTraceparent", err)
 	}
 }
+
+// TestNewClaimReportsEveryProblem: a field left out reads "missing", and a
+// body with several problems names them all, each still matching its
+// sentinel and ErrInvalid.
+func TestNewClaimReportsEveryProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*ledger.ClaimRequest)
+		msg    string
+		want   []error
+	}{
+		{"one field left out", func(r *ledger.ClaimRequest) { r.Tool = "" }, "missing tool", []error{ledger.ErrInvalidTool}},
+		{"one field wrong", func(r *ledger.ClaimRequest) { r.Tool = "a/b" }, "invalid tool: want 1-128 of [A-Za-z0-9_.-]", []error{ledger.ErrInvalidTool}},
+		{"three at once", func(r *ledger.ClaimRequest) { r.RunID, r.Vendor, r.Intent = "run 1", "", nil },
+			"invalid run_id: want 1-128 of [A-Za-z0-9_-]; missing vendor; missing intent",
+			[]error{ledger.ErrInvalidRunID, ledger.ErrInvalidVendor, ledger.ErrInvalidIntent}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := validClaimRequest()
+			tc.change(&req)
+			_, err := ledger.NewClaim(req, ledger.DefaultPolicy(), t0)
+			if err == nil || err.Error() != tc.msg {
+				t.Fatalf("NewClaim: %v, want %q", err, tc.msg)
+			}
+			for _, w := range append(tc.want, ledger.ErrInvalid) {
+				if !errors.Is(err, w) {
+					t.Errorf("errors.Is(%v, %v) = false", err, w)
+				}
+			}
+		})
+	}
+}

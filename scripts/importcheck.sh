@@ -99,6 +99,7 @@ internal freeze ledger internal/pollcache
 internal retention ledger internal/promreg
 internal policy ledger
 internal approvals ledger paging internal/tracing internal/durable
+internal console ledger
 internal internal/tracing ledger
 internal registry ledger policy internal/pollcache
 internal client ledger events apierror internal/tracing

@@ -11,8 +11,8 @@
 // in nats.go), and the subcommands drill, send-fixture, ledger (an admin CLI
 // on client.Client), tools (a tenant's tool registry from a YAML file, on
 // client.Client; tools_cmd.go), nats-creds (a NATS key pair for a tenant's runtimes
-// or for the service on an external NATS, with the permission entry its
-// admin grants; events.TenantPermissions is the set) and mcp-gate (flags
+// or for the service on an external NATS, and an external server's accounts
+// configuration; events.AccountLayout is the layout) and mcp-gate (flags
 // and wiring of mcpgate.Gate over stdio, mcp_gate.go). Configuration —
 // every setting of docs/architecture.md §9, precedence flag > RECONCILER_*
 // environment > YAML file > default, validation, tokens, redaction — is the

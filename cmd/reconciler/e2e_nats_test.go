@@ -24,6 +24,7 @@ import (
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/internal/natstest"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 const (
@@ -32,9 +33,8 @@ const (
 )
 
 // natsCredential runs `reconciler nats-creds` as an operator would, writing
-// the seed to dir, and returns the seed file, the public key and the
-// nats-server user entry it printed.
-func natsCredential(t *testing.T, dir string, args ...string) (seedFile, pub, serverUser string) {
+// the seed to dir, and returns the seed file and the public key it printed.
+func natsCredential(t *testing.T, dir string, args ...string) (seedFile, pub string) {
 	t.Helper()
 	name := "service"
 	if len(args) == 2 && args[0] == "--tenant" {
@@ -49,15 +49,7 @@ func natsCredential(t *testing.T, dir string, args ...string) (seedFile, pub, se
 	if m == nil {
 		t.Fatalf("nats-creds %v printed no public key:\n%s", args, stdout.String())
 	}
-	for _, l := range strings.Split(stdout.String(), "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, `{"nkey":`) {
-			serverUser = l
-		}
-	}
-	if serverUser == "" {
-		t.Fatalf("nats-creds %v printed no server user entry:\n%s", args, stdout.String())
-	}
-	return seedFile, m[1], serverUser
+	return seedFile, m[1]
 }
 
 // tenantsConfig writes a config file with tenants acme and globex; extra
@@ -73,9 +65,12 @@ func tenantsConfig(t *testing.T, acmeExtra, globexExtra string) string {
 	return p
 }
 
-// settleClaim claims a charge of run for the token's tenant and reports its
-// success, so the relay publishes a succeeded event; it returns the key.
-func settleClaim(t *testing.T, addr, token, run string) string {
+// awaitSettled claims a charge of run for the token's tenant, awaits its
+// resolution on js and, once Await listens, reports the charge's success,
+// so the relay publishes a succeeded event: a tenant's account sees its
+// events live (events.AccountLayout). It returns the key and what Await
+// returned.
+func awaitSettled(t *testing.T, addr, token, run string, js jetstream.JetStream, tenant string, d time.Duration) (string, ledger.Event, error) {
 	t.Helper()
 	claim := fmt.Sprintf(`{"run_id":%q,"tool":"stripe.payment_intents.create","tool_call_id":"call_1",
 	"vendor":"stripe","tool_class":"write_idempotent","intent":{"amount":1050,"currency":"usd","customer":"cus_1"}}`, run)
@@ -84,11 +79,20 @@ func settleClaim(t *testing.T, addr, token, run string) string {
 		t.Fatalf("claim = %d %v", code, body)
 	}
 	key := rowField(t, body, "key")
-	code, body = call(t, addr, token, "POST", "/v1/claims/"+key+"/outcome", `{"kind":"response","http_status":200,"receipt_id":"pi_nats"}`)
-	if code != http.StatusOK || rowField(t, body, "status") != "succeeded" {
-		t.Fatalf("outcome = %d %v", code, body)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	reported := false
+	ev, err := events.Await(ctx, js, tenant, run, key, events.WithOpened(func() {
+		reported = true
+		code, body := call(t, addr, token, "POST", "/v1/claims/"+key+"/outcome", `{"kind":"response","http_status":200,"receipt_id":"pi_nats"}`)
+		if code != http.StatusOK || rowField(t, body, "status") != "succeeded" {
+			t.Errorf("outcome = %d %v", code, body)
+		}
+	}))
+	if !reported {
+		t.Fatalf("await never listened: %v", err)
 	}
-	return key
+	return key, ev, err
 }
 
 // runtimeConn connects a tenant's runtime with its seed file the way the
@@ -108,12 +112,9 @@ func runtimeConn(t *testing.T, url, tenant, seedFile string) (*nats.Conn, jetstr
 // one; a connection without credentials is refused.
 func checkIsolation(t *testing.T, m *testMain, url string, seeds map[string]string) {
 	t.Helper()
-	key := settleClaim(t, m.HTTPAddr(), acmeToken, "run_nats")
 	_, acme := runtimeConn(t, url, "acme", seeds["acme"])
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	ev, err := events.Await(ctx, acme, "acme", "run_nats", key)
-	if err != nil || ev.Status != "succeeded" || ev.Tenant != "acme" {
+	key, ev, err := awaitSettled(t, m.HTTPAddr(), acmeToken, "run_nats", acme, "acme", 15*time.Second)
+	if err != nil || ev.Status != "succeeded" || ev.Tenant != "acme" || ev.Key != key {
 		t.Fatalf("acme await: %+v, %v", ev, err)
 	}
 
@@ -148,16 +149,16 @@ func checkIsolation(t *testing.T, m *testMain, url string, seeds map[string]stri
 // (its own key is made anew at each start).
 func TestE2ENATSCredentials(t *testing.T) {
 	dir := t.TempDir()
-	acmeSeed, acmePub, _ := natsCredential(t, dir, "--tenant", "acme")
-	globexSeed, globexPub, _ := natsCredential(t, dir, "--tenant", "globex")
+	acmeSeed, acmePub := natsCredential(t, dir, "--tenant", "acme")
+	globexSeed, globexPub := natsCredential(t, dir, "--tenant", "globex")
 	cfg := tenantsConfig(t, "    nats_nkeys: ["+acmePub+"]\n", "    nats_nkeys: ["+globexPub+"]\n")
 	seeds := map[string]string{"acme": acmeSeed, "globex": globexSeed}
 	data := t.TempDir()
 
 	m := startMain(t, nil, "serve", "--config", cfg, "--data", data, "--http", "127.0.0.1:0")
 	checkIsolation(t, m, m.NATSURL(), seeds)
-	if l := findLog(t, logLines(t, m.stderr.String()), "embedded nats started"); l["auth"] != "nkey" || l["users"] != float64(2) {
-		t.Errorf("start-up log: %v, want auth nkey with 2 users", l)
+	if l := findLog(t, logLines(t, m.stderr.String()), "embedded nats started"); l["auth"] != "nkey, an account per tenant" || l["users"] != float64(3) {
+		t.Errorf("start-up log: %v, want auth nkey with 3 users (the tenants' and the service's)", l)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -166,11 +167,8 @@ func TestE2ENATSCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = startMain(t, nil, "serve", "--config", cfg, "--data", data, "--http", "127.0.0.1:0")
-	key := settleClaim(t, m.HTTPAddr(), acmeToken, "run_after_restart")
 	_, acme := runtimeConn(t, m.NATSURL(), "acme", acmeSeed)
-	actx, acancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer acancel()
-	if ev, err := events.Await(actx, acme, "acme", "run_after_restart", key); err != nil || ev.Key != key {
+	if key, ev, err := awaitSettled(t, m.HTTPAddr(), acmeToken, "run_after_restart", acme, "acme", 15*time.Second); err != nil || ev.Key != key {
 		t.Fatalf("after the restart: %+v, %v", ev, err)
 	}
 }
@@ -211,18 +209,24 @@ func TestE2EExternalNATS(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	svcSeed, _, svcUser := natsCredential(t, dir, "--service")
-	acmeSeed, _, acmeUser := natsCredential(t, dir, "--tenant", "acme")
-	globexSeed, _, globexUser := natsCredential(t, dir, "--tenant", "globex")
+	svcSeed, _ := natsCredential(t, dir, "--service")
+	acmeSeed, acmePub := natsCredential(t, dir, "--tenant", "acme")
+	globexSeed, globexPub := natsCredential(t, dir, "--tenant", "globex")
+	cfg := tenantsConfig(t, "    nats_nkeys: ["+acmePub+"]\n", "    nats_nkeys: ["+globexPub+"]\n")
 
+	// The admin's step: the accounts from the service's config.
+	var accounts, stderr bytes.Buffer
+	if code := runNATSCreds([]string{"--server-config", "--config", cfg}, &accounts, &stderr,
+		configtest.MapEnv(map[string]string{"RECONCILER_NATS_URL": "nats://127.0.0.1:4222", "RECONCILER_NATS_NKEY": svcSeed})); code != 0 {
+		t.Fatalf("nats-creds --server-config: exit %d: %s", code, stderr.String())
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n}\nauthorization {\n  users = [\n    %s\n    %s\n    %s\n  ]\n}\n",
-		port, filepath.Join(dir, "js"), svcUser, acmeUser, globexUser)
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n}\n%s", port, filepath.Join(dir, "js"), accounts.String())
 	confFile := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -253,7 +257,6 @@ func TestE2EExternalNATS(t *testing.T) {
 	}
 
 	env := map[string]string{"RECONCILER_NATS_URL": url, "RECONCILER_NATS_NKEY": svcSeed}
-	cfg := tenantsConfig(t, "", "")
 	data := t.TempDir()
 	m := startMain(t, env, "serve", "--config", cfg, "--data", data, "--http", "127.0.0.1:0")
 	checkIsolation(t, m, url, map[string]string{"acme": acmeSeed, "globex": globexSeed})
@@ -264,11 +267,8 @@ func TestE2EExternalNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = startMain(t, env, "serve", "--config", cfg, "--data", data, "--http", "127.0.0.1:0")
-	key := settleClaim(t, m.HTTPAddr(), acmeToken, "run_after_restart")
 	_, acme := runtimeConn(t, url, "acme", acmeSeed)
-	actx, acancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer acancel()
-	if ev, err := events.Await(actx, acme, "acme", "run_after_restart", key); err != nil || ev.Key != key {
+	if key, ev, err := awaitSettled(t, m.HTTPAddr(), acmeToken, "run_after_restart", acme, "acme", 15*time.Second); err != nil || ev.Key != key {
 		t.Fatalf("after the restart: %+v, %v", ev, err)
 	}
 
@@ -294,8 +294,9 @@ func TestNATSCreds(t *testing.T) {
 		}
 		pub, _ := kp.PublicKey()
 		seed, _ := kp.Seed()
-		for _, want := range []string{"public key " + pub, `nats_nkeys: ["` + pub + `"]`, `"$JS.API.CONSUMER.CREATE.RECON.*.recon.acme.>"`,
-			`client.ConnectNATS(url, "acme", client.NATSCredentials{NKeyFile: "acme.nk"})`, "--inbox-prefix _INBOX_acme"} {
+		for _, want := range []string{"public key " + pub, `nats_nkeys: ["` + pub + `"]`, "account TENANT_acme",
+			`client.ConnectNATS(url, "acme", client.NATSCredentials{NKeyFile: "acme.nk"})`, "--inbox-prefix _INBOX_acme",
+			"the seed went to stdout: save it as acme.nk", "reconciler nats-creds --server-config"} {
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("instructions lack %q:\n%s", want, stderr.String())
 			}
@@ -327,7 +328,8 @@ func TestNATSCreds(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("seed file: %v, %v; want mode 0600", fi, err)
 		}
-		if !strings.Contains(stdout.String(), "nats_nkey: "+out) || !strings.Contains(stdout.String(), `"$JS.API.>"`) {
+		if !strings.Contains(stdout.String(), "nats_nkey: "+out) || !strings.Contains(stdout.String(), "reconciler nats-creds --server-config") ||
+			!strings.Contains(stdout.String(), "keep the seed file ("+out+")") {
 			t.Errorf("service instructions:\n%s", stdout.String())
 		}
 	})
@@ -341,6 +343,8 @@ func TestNATSCreds(t *testing.T) {
 		{"both", []string{"--tenant", "acme", "--service"}, 2, "give --tenant T or --service"},
 		{"a tenant that is no subject token", []string{"--tenant", "a.b"}, 2, `--tenant "a.b": want 1-128 of [A-Za-z0-9_-]`},
 		{"a broken config", []string{"--tenant", "acme", "--events-stream", "a.b"}, 1, "config: --events-stream: events.stream: invalid stream name"},
+		{"server config with a tenant", []string{"--server-config", "--tenant", "acme"}, 2, "--server-config takes no --tenant, --service or --out"},
+		{"server config without the service's seed", []string{"--server-config"}, 1, "--server-config needs the service's seed file (nats_nkey"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -359,26 +363,55 @@ func TestNATSCreds(t *testing.T) {
 func TestE2ENATSTLS(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := natstest.SelfSignedCert(t, dir)
-	acmeSeed, acmePub, _ := natsCredential(t, dir, "--tenant", "acme")
+	acmeSeed, acmePub := natsCredential(t, dir, "--tenant", "acme")
 	cfg := tenantsConfig(t, "    nats_nkeys: ["+acmePub+"]\n", "")
 	m := startMain(t, nil, "serve", "--config", cfg, "--data", t.TempDir(), "--http", "127.0.0.1:0",
 		"--nats-listen-cert", cert, "--nats-listen-key", key)
 	if !strings.HasPrefix(m.NATSURL(), "tls://") {
 		t.Fatalf("NATS URL %s, want tls://", m.NATSURL())
 	}
-	key1 := settleClaim(t, m.HTTPAddr(), acmeToken, "run_tls")
 	nc, js, err := client.ConnectNATS(m.NATSURL(), "acme", client.NATSCredentials{NKeyFile: acmeSeed, CAFile: cert})
 	if err != nil {
 		t.Fatalf("acme over TLS: %v", err)
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if ev, err := events.Await(ctx, js, "acme", "run_tls", key1); err != nil || ev.Key != key1 {
+	if key1, ev, err := awaitSettled(t, m.HTTPAddr(), acmeToken, "run_tls", js, "acme", 15*time.Second); err != nil || ev.Key != key1 {
 		t.Fatalf("await over TLS: %+v, %v", ev, err)
 	}
 	if nc, _, err := client.ConnectNATS(m.NATSURL(), "acme", client.NATSCredentials{NKeyFile: acmeSeed}); err == nil {
 		nc.Close()
 		t.Fatal("connected without the CA that verifies the server")
 	}
+}
+
+// TestE2EStreamLimits: events.max_bytes, max_msg_size and discard shape
+// both streams (the work stream always discards new), and /metrics says
+// how full each is.
+func TestE2EStreamLimits(t *testing.T) {
+	env := map[string]string{"RECONCILER_EVENTS_MAX_BYTES": "64KiB", "RECONCILER_EVENTS_MAX_MSG_SIZE": "8KiB", "RECONCILER_EVENTS_DISCARD": "old"}
+	for k, v := range e2eEnv {
+		env[k] = v
+	}
+	m := startMain(t, env, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0")
+	_, js, err := events.Connect(m.NATSURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		stream  string
+		discard jetstream.DiscardPolicy
+	}{{"RECON", jetstream.DiscardOld}, {"RECON_WORK", jetstream.DiscardNew}} {
+		st, err := js.Stream(ctx, tc.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.CachedInfo().Config; c.MaxBytes != 64<<10 || c.MaxMsgSize != 8<<10 || c.Discard != tc.discard {
+			t.Errorf("%s: max bytes %d, max msg size %d, discard %v", tc.stream, c.MaxBytes, c.MaxMsgSize, c.Discard)
+		}
+	}
+	waitMetrics(t, m.HTTPAddr(), "# TYPE reconciler_stream_bytes gauge",
+		`reconciler_stream_max_bytes{stream="RECON"} 65536`, `reconciler_stream_max_bytes{stream="RECON_WORK"} 65536`,
+		`reconciler_stream_bytes{stream="RECON_WORK"} 0`)
 }

@@ -569,6 +569,24 @@ func TestRunPortTaken(t *testing.T) {
 	}
 }
 
+// TestRunNATSPortTaken: a taken NATS port names the setting that moves it.
+func TestRunNATSPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	m := newTestMain(t, nil)
+	if err := m.ParseFlags(context.Background(), []string{"--data", filepath.Join(t.TempDir(), "d"), "--http", "127.0.0.1:0", "--nats-listen", ln.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	err = m.Run(context.Background())
+	want := "nats listen " + ln.Addr().String() + ": address already in use: another NATS server may run there; give the embedded one another address with --nats-listen or RECONCILER_NATS_LISTEN"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run = %v, want %q", err, want)
+	}
+}
+
 func TestRunValidatesConfig(t *testing.T) {
 	m := newTestMain(t, nil)
 	m.Config.Data = t.TempDir()

@@ -57,18 +57,48 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)})
+	stream, err := events.EnsureStream(ctx, js, events.StreamConfig{Name: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas),
+		Limits: cfg.Events.StreamLimits()})
 	if err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.Stream, err)
 	}
 	// The outbox autonomy's work items, beside the events (subjects
 	// <prefix>_work.>, which do not overlap <prefix>.>).
-	if _, err := events.EnsureWorkStream(ctx, js, events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas)}); err != nil {
+	limits := cfg.Events.StreamLimits()
+	workCfg := events.WorkStreamConfig{Name: cfg.Events.WorkStream, SubjectPrefix: cfg.Events.SubjectPrefix, Replicas: int(cfg.Events.Replicas),
+		MaxBytes: limits.MaxBytes, MaxMsgSize: limits.MaxMsgSize}
+	if _, err := events.EnsureWorkStream(ctx, js, workCfg); err != nil {
+		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
+	}
+	// A tenant's runtimes cannot make their work consumer in the account
+	// layout: the service makes every tenant's.
+	for _, name := range []string{cfg.Events.Stream, cfg.Events.WorkStream} {
+		if st, err := js.Stream(ctx, name); err == nil {
+			if c := st.CachedInfo(); c.Config.MaxBytes != limits.MaxBytes {
+				log.Warn("a stream holds more than events.max_bytes, so its limit was left as it is: lowering it would drop stored events; purge the stream or raise the setting",
+					"stream", name, "bytes", c.State.Bytes, "max_bytes", c.Config.MaxBytes, "events.max_bytes", limits.MaxBytes)
+			}
+		}
+	}
+	if err := events.EnsureWorkConsumers(ctx, js, workCfg, 0, natsTenants(cfg)); err != nil {
 		return nil, fmt.Errorf("nats stream %s: %w", cfg.Events.WorkStream, err)
 	}
 
 	relayMetrics, err := eventsprom.NewRelayMetrics(reg)
 	if err != nil {
+		return nil, err
+	}
+	streamUsage := func(ctx context.Context) ([]events.StreamUsage, error) {
+		return events.ReadStreamUsage(ctx, js, cfg.Events.Stream, cfg.Events.WorkStream)
+	}
+	if err := eventsprom.RegisterStreamFill(reg, func(ctx context.Context) ([]eventsprom.StreamFill, error) {
+		us, err := streamUsage(ctx)
+		fills := make([]eventsprom.StreamFill, 0, len(us))
+		for _, u := range us {
+			fills = append(fills, eventsprom.StreamFill{Stream: u.Stream, Bytes: float64(u.Bytes), MaxBytes: float64(u.MaxBytes)})
+		}
+		return fills, err
+	}); err != nil {
 		return nil, err
 	}
 	replicas := stream.CachedInfo().Config.Replicas
@@ -92,6 +122,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil
 	})
 	m.goUntilClose(stageRelay, "relay", relay.Run)
+	m.goUntilClose(stageRelay, "work-consumers", func(ctx context.Context) error {
+		return events.KeepWorkConsumers(ctx, js, workCfg, natsTenants(cfg), 0, log.With("component", "nats"))
+	})
 
 	// The kill switch: loaded before the API serves and the resolver
 	// replays (a start-up that cannot read it fails rather than run with
@@ -156,6 +189,9 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 			{Name: "outbox", Check: func(context.Context) error {
 				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
 			}},
+			{Name: "streams", Check: func(ctx context.Context) error {
+				return streamsNearFull(ctx, streamUsage)
+			}},
 		}, storeWritesCheck(st)...),
 		Registerer: reg, Gatherer: reg,
 		TracerProvider: tp,
@@ -180,7 +216,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	m.onClose(stageHTTP, "webhooks", func(context.Context) error { wh.Close(); return nil })
 	m.onShutdownHTTP = append(m.onShutdownHTTP, srv.EndWaits)
 	wh.Register(srv.Echo())
-	return srv.Handler(), nil
+	return m.withConsole(st, nc, js, srv)
 }
 
 // quorumReplicas is the replica count from which a stream's PubAck means a
@@ -216,6 +252,26 @@ func outboxBacklog(r interface{ Backlog() (int, time.Duration) }, limit int) err
 	}
 	return &api.Degraded{Detail: fmt.Sprintf("%d events wait in the outbox (degraded past %d); the oldest has waited %s",
 		depth, limit, oldest.Round(time.Millisecond))}
+}
+
+// streamsNearFull is degraded while a stream holds events.NearFull of its
+// max_bytes or more: at the limit it refuses new events, which then wait
+// in the outbox. A stream that cannot be read is the nats check's concern.
+func streamsNearFull(ctx context.Context, read func(context.Context) ([]events.StreamUsage, error)) error {
+	us, err := read(ctx)
+	if err != nil {
+		return nil
+	}
+	var near []string
+	for _, u := range us {
+		if u.NearFull() {
+			near = append(near, u.String())
+		}
+	}
+	if len(near) == 0 {
+		return nil
+	}
+	return &api.Degraded{Detail: strings.Join(near, "; ") + ": at the limit new events wait in the outbox (raise events.max_bytes, or find the consumer that does not take them)"}
 }
 
 // openStore opens the ledger store named by --store: the bbolt file in the

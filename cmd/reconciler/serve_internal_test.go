@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
+	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
 )
 
@@ -121,6 +123,34 @@ func TestTracingOn(t *testing.T) {
 			on, exp := tracingOn(func(k string) string { return tt.env[k] })
 			if on != tt.on || exp != tt.exp {
 				t.Errorf("tracingOn = %v %q, want %v %q", on, exp, tt.on, tt.exp)
+			}
+		})
+	}
+}
+
+// TestStreamsNearFull: /readyz's streams check is degraded, never failing,
+// from events.NearFull of a stream's max_bytes; an unbounded stream, or
+// one that cannot be read (the nats check's concern), is ready.
+func TestStreamsNearFull(t *testing.T) {
+	usage := func(us ...events.StreamUsage) func(context.Context) ([]events.StreamUsage, error) {
+		return func(context.Context) ([]events.StreamUsage, error) { return us, nil }
+	}
+	for _, tc := range []struct {
+		name string
+		read func(context.Context) ([]events.StreamUsage, error)
+		want string // "" = ready
+	}{
+		{"room", usage(events.StreamUsage{Stream: "RECON", Bytes: 899, MaxBytes: 1000}), ""},
+		{"unbounded", usage(events.StreamUsage{Stream: "RECON", Bytes: 1 << 40}), ""},
+		{"near the limit", usage(events.StreamUsage{Stream: "RECON", Bytes: 100, MaxBytes: 1000}, events.StreamUsage{Stream: "RECON_WORK", Bytes: 950, MaxBytes: 1000}),
+			"stream RECON_WORK holds 950 of its 1000 max bytes (95%): at the limit new events wait in the outbox (raise events.max_bytes, or find the consumer that does not take them)"},
+		{"unreadable", func(context.Context) ([]events.StreamUsage, error) { return nil, errors.New("nats down") }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := streamsNearFull(context.Background(), tc.read)
+			var d *api.Degraded
+			if (err != nil) != (tc.want != "") || err != nil && (!errors.As(err, &d) || d.Detail != tc.want) {
+				t.Fatalf("streamsNearFull: got %v, want degraded %q", err, tc.want)
 			}
 		})
 	}

@@ -285,8 +285,14 @@ func toolsApply(ctx context.Context, api *ledgerAPI, items []toolsItem, o toolsO
 		}
 		fmt.Fprintf(stdout, "%-9s %s (version %d)%s\n", result, ledgerClean(stored.Name), stored.Version, note)
 	}
-	if refused > 0 {
+	switch {
+	case refused > 0 && refused == len(items):
 		// Each refusal is printed above; this is the summary.
+		if refused == 1 {
+			return errors.New("its one entry was refused; nothing is applied")
+		}
+		return fmt.Errorf("all %d entries refused; nothing is applied", refused)
+	case refused > 0:
 		return fmt.Errorf("%d of %d entries refused; the others are applied", refused, len(items))
 	}
 	return nil

@@ -206,6 +206,15 @@ func TestToolsApply(t *testing.T) {
 			},
 		},
 		{
+			name: "a file whose one entry is refused applies nothing", args: []string{"apply", "-f", "-"},
+			stdin:    "tools:\n  - name: bad.class\n    vendor: stripe\n    class: write_sometimes\n    side_effect: charge\n    key_placement: {header: Idempotency-Key}\n",
+			wantCode: 1, wantOut: []string{}, wantPUTs: 1,
+			wantErr: []string{
+				"reconciler tools: bad.class (stdin:2): 400 invalid_input: invalid class: want read, write_idempotent, write_ledger or write_irreversible",
+				"reconciler tools: its one entry was refused; nothing is applied",
+			},
+		},
+		{
 			name: "a typo is caught before any PUT", args: []string{"apply", "-f", "-"}, stdin: typo,
 			wantCode: 1, wantOut: []string{}, wantNone: true,
 			wantErr: []string{

@@ -10,12 +10,13 @@
 //
 // # Authentication
 //
-// With Options.Users the server admits only those nkey users, each bounded
-// by its Permissions (the service passes events.TenantPermissions: a
-// tenant's runtime reads its own events and publishes nothing), and the
+// With Options.Accounts the server runs the accounts configuration it
+// renders (the service passes events.AccountLayout's ServerConfig: the
+// streams in the service's account, each tenant's nkey users in the
+// tenant's own account, which imports only its subjects) around the
 // service's own user, whose key pair Start makes and keeps in memory: the
 // service connects in-process (ServiceURL, ServiceOptions), so its
-// credential never leaves the process and needs no TLS. Without users the
+// credential never leaves the process and needs no TLS. Without it the
 // server admits anyone, which Start allows on a loopback address only
 // (ErrOpenListener): that is the zero-config single node, where only local
 // processes can reach the bus. Options.CertFile and KeyFile make the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,37 +60,17 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the listener and JetStream; 0 means 10 s.
 	ReadyTimeout time.Duration
 
-	// Users, when there are any, switch authentication on: only they and
-	// the service's own user, which Start creates (ServiceOptions), may
-	// connect. With none the server lets anyone in, which Start allows on
-	// a loopback address only (ErrOpenListener).
-	Users []User
-	// ServicePermissions bound the service's own user when Users switch
-	// authentication on; nil allows it everything.
-	ServicePermissions *Permissions
+	// Accounts, when set, switch authentication on: it renders the
+	// server's `accounts { … }` configuration (events.AccountLayout's
+	// ServerConfig) around the public key of the service's own user, whose
+	// key pair Start makes and keeps in memory, so the service's streams
+	// live in the service's account and each tenant's users in their own.
+	// Without it the server lets anyone in, which Start allows on a
+	// loopback address only (ErrOpenListener).
+	Accounts func(serviceKey string) (string, error)
 	// CertFile and KeyFile (PEM), when set, make the listener TLS only.
 	// The service's own connection is in-process and needs neither.
 	CertFile, KeyFile string
-}
-
-// User is one NATS user of the embedded server, authenticated by the
-// signature of its nkey.
-type User struct {
-	// NKey is the user's public nkey (U…); its seed stays with the client.
-	NKey string
-	// Permissions bound what the user may publish and subscribe to.
-	// Required: a user with no bounds would be the service's equal.
-	Permissions *Permissions
-	// Name is for the log only (such as "tenant acme").
-	Name string
-}
-
-// Permissions are a user's subject permissions, as nats-server checks them:
-// a subject must match an Allow entry (when Allow is not empty) and no Deny
-// entry. events.Permissions has the same fields and converts to it.
-type Permissions struct {
-	PublishAllow, PublishDeny     []string
-	SubscribeAllow, SubscribeDeny []string
 }
 
 // ErrOpenListener means a listen address other hosts can reach on a
@@ -146,10 +127,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	if len(opts.Users) == 0 && !IsLoopback(host) {
+	if opts.Accounts == nil && !IsLoopback(host) {
 		return nil, fmt.Errorf("nats listen %s: %w", net.JoinHostPort(host, portStr), ErrOpenListener)
 	}
-	nkeyUsers, service, err := authUsers(opts)
+	sopts, service, err := accountOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -178,19 +159,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		readyTimeout = defaultReadyTimeout
 	}
 
-	sopts := &server.Options{
-		ServerName:   "reconciler-embedded",
-		Host:         host,
-		Port:         port,
-		JetStream:    true,
-		StoreDir:     opts.StoreDir,
-		NoSigs:       true,
-		SyncAlways:   opts.SyncAlways,
-		SyncInterval: opts.SyncInterval,
-		Nkeys:        nkeyUsers,
-		TLSConfig:    tlsConfig,
-		TLS:          tlsConfig != nil,
-	}
+	sopts.ServerName = "reconciler-embedded"
+	sopts.Host, sopts.Port = host, port
+	sopts.JetStream, sopts.StoreDir = true, opts.StoreDir
+	sopts.NoSigs = true
+	sopts.SyncAlways, sopts.SyncInterval = opts.SyncAlways, opts.SyncInterval
+	sopts.TLSConfig, sopts.TLS = tlsConfig, tlsConfig != nil
 	ns, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
@@ -212,33 +186,19 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	auth := "none"
 	if service != nil {
-		auth = "nkey"
+		auth = "nkey, an account per tenant"
 	}
 	logger.Info("embedded nats started", "url", s.ClientURL(), "sync_always", opts.SyncAlways, "sync_interval", opts.SyncInterval,
-		"auth", auth, "users", len(opts.Users), "tls", tlsConfig != nil)
+		"auth", auth, "users", len(sopts.Nkeys), "tls", tlsConfig != nil)
 	return s, nil
 }
 
-// authUsers turns opts.Users into nats-server's users plus the service's
-// own, whose key pair is made here and lives only in this process. No users
-// means no authentication.
-func authUsers(opts Options) ([]*server.NkeyUser, nkeys.KeyPair, error) {
-	if len(opts.Users) == 0 {
-		return nil, nil, nil
-	}
-	seen := map[string]bool{}
-	users := make([]*server.NkeyUser, 0, len(opts.Users)+1)
-	for _, u := range opts.Users {
-		switch {
-		case !nkeys.IsValidPublicUserKey(u.NKey):
-			return nil, nil, fmt.Errorf("nats user %s: not a public user nkey (U…)", u.Name)
-		case seen[u.NKey]:
-			return nil, nil, fmt.Errorf("nats user %s: nkey %s given twice", u.Name, u.NKey)
-		case u.Permissions == nil:
-			return nil, nil, fmt.Errorf("nats user %s: no permissions", u.Name)
-		}
-		seen[u.NKey] = true
-		users = append(users, &server.NkeyUser{Nkey: u.NKey, Permissions: u.Permissions.server()})
+// accountOptions are the server options of opts.Accounts' configuration,
+// rendered around the service's own user, whose key pair is made here and
+// lives only in this process. No Accounts means no authentication.
+func accountOptions(opts Options) (*server.Options, nkeys.KeyPair, error) {
+	if opts.Accounts == nil {
+		return &server.Options{}, nil, nil
 	}
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -248,18 +208,18 @@ func authUsers(opts Options) ([]*server.NkeyUser, nkeys.KeyPair, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats service key: %w", err)
 	}
-	var perms *server.Permissions
-	if opts.ServicePermissions != nil {
-		perms = opts.ServicePermissions.server()
+	conf, err := opts.Accounts(pub)
+	if err != nil {
+		return nil, nil, err
 	}
-	return append(users, &server.NkeyUser{Nkey: pub, Permissions: perms}), kp, nil
-}
-
-func (p *Permissions) server() *server.Permissions {
-	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: p.PublishAllow, Deny: p.PublishDeny},
-		Subscribe: &server.SubjectPermission{Allow: p.SubscribeAllow, Deny: p.SubscribeDeny},
+	sopts := &server.Options{}
+	if err := sopts.ProcessConfigString(conf); err != nil {
+		return nil, nil, fmt.Errorf("nats accounts configuration: %w", err)
 	}
+	if !slices.ContainsFunc(sopts.Nkeys, func(u *server.NkeyUser) bool { return u.Nkey == pub }) {
+		return nil, nil, errors.New("nats accounts configuration: it has no user for the service's key")
+	}
+	return sopts, kp, nil
 }
 
 // IsLoopback reports whether host (a name or an IP literal) can only be

@@ -27,6 +27,13 @@ client is still one side effect. Standard library only; Python 3.9 or later.
 - ``scrub`` and ``scrub_schema`` keep a model from choosing a write's
   identity: they remove idempotency_key, request_id, message_id-style fields
   from tool arguments and from the tool schema the model sees.
+- ``guarded_tool(client, tool=…, run_id=…)`` decorates a plain function
+  (sync or async) into a write tool a model calls: the signature a
+  framework reads has no key-like parameter, the intent is the registry's
+  intent_fields, the vendor key is placed where the registry says, and the
+  tool returns text the model acts on (``timeout: outcome unknown — do not
+  retry with new arguments``…). OpenAI Agents' ``function_tool``,
+  LangChain's ``@tool`` or a hand-rolled loop take it as it is.
 - ``result_from_response``, ``result_from_exception`` and ``stripe_result``
   turn a vendor's answer (urllib, requests, httpx, stripe-python) into the
   ``Result`` a call returns.
@@ -46,6 +53,7 @@ from .client import (
     CallFunc,
     Client,
     Traceparent,
+    current_attempt_row,
     valid_traceparent,
 )
 from .errors import (
@@ -107,6 +115,7 @@ from .models import (
     WorkItem,
 )
 from .results import RESULT_HEADERS, classify, is_timeout, result_from_exception, result_from_response, stripe_result
+from .guard import GuardAnswer, GuardContext, answer_error, guarded_tool, model_tool_name
 from .scrub import DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrub_schema
 from .worker import DEFAULT_MAX_DELAY, DEFAULT_NAK_DELAY, WorkFunc, Worker, WorkOutcome, WorkStatus
 
@@ -193,4 +202,10 @@ __all__ = [
     "Scrubber",
     "scrub",
     "scrub_schema",
+    "guarded_tool",
+    "GuardContext",
+    "GuardAnswer",
+    "answer_error",
+    "model_tool_name",
+    "current_attempt_row",
 ]

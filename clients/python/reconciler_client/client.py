@@ -112,6 +112,18 @@ _CALL_TRACEPARENT: contextvars.ContextVar[Optional[Traceparent]] = contextvars.C
     "reconciler_client_traceparent", default=None
 )
 
+#: The row of the attempt whose call is running (do() sets it around the
+#: call, on the calling thread): current_attempt_row reads it.
+_ATTEMPT_ROW: contextvars.ContextVar[Optional[Row]] = contextvars.ContextVar("reconciler_client_attempt_row", default=None)
+
+
+def current_attempt_row() -> Optional[Row]:
+    """current_attempt_row returns, inside a call that do() is making, the
+    row as the claim answered it (its ``raw`` holds fields this client
+    version does not name, such as ``vendor_key``); None outside a call."""
+    return _ATTEMPT_ROW.get()
+
+
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?$")
 
 
@@ -171,6 +183,7 @@ class _Step:
     call: CallFunc
     deadline: Optional[float]
     wait_queued: bool = False
+    wait_approval: bool = True
 
 
 class Client:
@@ -472,6 +485,7 @@ class Client:
         timeout: Optional[float] = None,
         wait_queued: bool = False,
         traceparent: Optional[Traceparent] = None,
+        wait_approval: bool = True,
     ) -> Outcome:
         """do runs one tool call under the ledger:
 
@@ -506,6 +520,11 @@ class Client:
         without a call. API and transport errors of the claim itself are
         raised as they are (APIError, TransportError, ProtocolError).
 
+        ``wait_approval=False`` makes do() raise Unsettled at once, with
+        ``outcome.awaited_approval`` set, on a key that awaits a human,
+        instead of waiting for the decision (a model's tool call must not
+        hang on a person).
+
         ``timeout`` bounds the claim and the wait (None: wait while the key
         stays in flight or awaits a human); on a timeout while it awaited
         approval do() raises Unsettled and the request stays open for the
@@ -519,12 +538,14 @@ class Client:
         """
         tok = _CALL_TRACEPARENT.set(traceparent) if traceparent is not None else None
         try:
-            return self._do(claim, call, timeout, wait_queued)
+            return self._do(claim, call, timeout, wait_queued, wait_approval)
         finally:
             if tok is not None:
                 _CALL_TRACEPARENT.reset(tok)
 
-    def _do(self, claim: ClaimRequest, call: CallFunc, timeout: Optional[float], wait_queued: bool) -> Outcome:
+    def _do(
+        self, claim: ClaimRequest, call: CallFunc, timeout: Optional[float], wait_queued: bool, wait_approval: bool = True
+    ) -> Outcome:
         deadline = time.monotonic() + timeout if timeout is not None else None
         resp = self._claim(claim, 0.0, deadline)
         waited = approval = queued = False
@@ -535,7 +556,7 @@ class Client:
             handler = self._DECISIONS.get(resp.decision)
             if handler is None:
                 raise UnknownDecision(resp.decision, out)
-            step = handler(self, _Step(claim, resp, out, call, deadline, wait_queued))
+            step = handler(self, _Step(claim, resp, out, call, deadline, wait_queued, wait_approval))
             if isinstance(step, Outcome):
                 return step
             approval = approval or resp.decision == Decision.AWAIT_APPROVAL
@@ -558,12 +579,19 @@ class Client:
     def _on_wait(self, s: _Step) -> ClaimResponse:
         if s.resp.row is None:
             raise ProtocolError("claim: wait without a row", s.resp.http_status)
+        # A later claim of a key that awaits a human answers wait: without
+        # wait_approval that is the same answer as the first claim's.
+        a = s.resp.row.approval
+        if not s.wait_approval and a is not None and a.state == ApprovalState.REQUESTED:
+            return self._on_await_approval(s)
         return self._wait_settled(s, (Decision.WAIT,), lambda row: _deadline(row, s.out))
 
     def _on_await_approval(self, s: _Step) -> ClaimResponse:
         if s.resp.row is None:
             raise ProtocolError("claim: await_approval without a row", s.resp.http_status)
         s.out.awaited_approval = True
+        if not s.wait_approval:
+            raise Unsettled(s.resp.row.key, s.resp.row.status, "the key awaits a human's approval", s.out)
         # The row's claims answer wait until a human decides; the long poll
         # wakes at once on a decision made through the same server.
         detail = "do() timed out while the key awaited approval"
@@ -608,7 +636,11 @@ class Client:
         attempt = out.row.attempt if out.row is not None else 0
         err: Optional[BaseException] = None
         try:
-            ret = call(out.key, out.local_id)
+            tok = _ATTEMPT_ROW.set(out.row)
+            try:
+                ret = call(out.key, out.local_id)
+            finally:
+                _ATTEMPT_ROW.reset(tok)
         except Exception as e:  # the call's error return, as in the Go SDK
             err = e
             res = result_from_exception(e) or Result()

@@ -6,10 +6,17 @@ RECON_WORK (subject ``recon_work.<tenant>.<tool>``, e.g. with nats-py's
 pull subscription on ``recon_work.<tenant>.>``), hands each one's data to
 ``Worker.handle`` and acks or naks the message as the answer says::
 
-    worker = Worker(client, {"stripe.payment_intents.create": charge})
+    worker = Worker(client, {"stripe.payment_intents.create": charge}, tenant="acme")
     for msg in await sub.fetch(10):
-        done = worker.handle(msg.data, traceparent=msg.headers.get("traceparent"))
-        await (msg.ack() if done.ack else msg.nak(delay=done.delay))
+        done = worker.handle(msg.data, traceparent=(msg.headers or {}).get("traceparent"))
+        await (msg.term() if done.term else msg.ack() if done.ack else msg.nak(delay=done.delay))
+
+The message only names the key: ``handle`` reads the key's row first
+(``GET /v1/claims/{key}``) and terminates, calling nothing, an item that is
+not a work item, names another tenant than ``tenant`` (or a key that is no
+row of the token's tenant), or disagrees with the row (tool, run, vendor,
+local id, request, expectation). The handler gets the row's request, as
+``start`` returns it, never a body taken from the message.
 
 ``handle`` starts the key (``POST /v1/claims/{key}/start``: proceed once
 across workers), calls the tool's handler with the key and the local id,
@@ -115,8 +122,16 @@ class WorkStatus:
     #: row for its tenant): a configuration error, not the item's. Nak.
     REFUSED = "refused"
     #: The message is not a work item, or names a key the API refuses: it
-    #: can never be handled. Ack (or term) it.
+    #: can never be handled. Term it (WorkOutcome.term).
     INVALID = "invalid"
+    #: The item names another tenant than the worker's (``tenant=``), or a
+    #: key that is no row of the worker's tenant: nothing was started or
+    #: called. Term it.
+    FOREIGN = "foreign"
+    #: The item disagrees with the row it names in the ledger (tool, run,
+    #: vendor, local id, request, expectation): a message the relay did not
+    #: make from the row. Nothing was started or called. Term it.
+    FORGED = "forged"
 
 
 @dataclass
@@ -137,6 +152,11 @@ class WorkOutcome:
     error: Optional[BaseException] = None
     #: The nak delay handle suggests, in seconds (0 for an ack).
     delay: float = 0.0
+    #: True: terminate the message (nats-py ``msg.term()``) rather than ack
+    #: it: it is not a work item of this tenant's ledger (INVALID, FOREIGN,
+    #: FORGED) and must never come back. ack is True as well, for a
+    #: runtime that only acks.
+    term: bool = False
 
     @property
     def nak(self) -> bool:
@@ -163,6 +183,7 @@ class Worker:
         call_timeout: Optional[float] = None,
         nak_delay: float = DEFAULT_NAK_DELAY,
         max_delay: float = DEFAULT_MAX_DELAY,
+        tenant: str = "",
     ) -> None:
         if call_timeout is not None and call_timeout <= 0:
             raise ValueError("worker: call_timeout must be positive")
@@ -171,6 +192,7 @@ class Worker:
         if not max_delay > 0:
             raise ValueError("worker: max_delay must be positive")
         self._client = client
+        self._tenant = tenant
         self._handlers: Dict[str, WorkFunc] = {}
         self._lock = threading.Lock()
         self._call_timeout = call_timeout
@@ -203,23 +225,44 @@ class Worker:
         error and re-raised, as in Client.do."""
         try:
             w = item if isinstance(item, WorkItem) else WorkItem.from_json(dict(item) if isinstance(item, Mapping) else item)
-        except (ProtocolError, UnicodeDecodeError) as e:
-            self._client._log.error("not a work item: %s", e)
-            return WorkOutcome(WorkStatus.INVALID, True, error=e)
-        with self._lock:
-            handler = self._handlers.get(w.tool)
-        if handler is None:
-            self._client._log.warning("no handler for the work item's tool: tool=%s key=%s", w.tool, w.key)
-            return WorkOutcome(WorkStatus.NO_HANDLER, False, w.key, delay=self._nak_delay)
+        except (ProtocolError, UnicodeDecodeError, TypeError, ValueError) as e:
+            self._client._log.error("not a work item; terminate it: %s", e)
+            return WorkOutcome(WorkStatus.INVALID, True, error=e, term=True)
+        if self._tenant and w.tenant != self._tenant:
+            self._client._log.error("work item of another tenant; terminate it, nothing called: item_tenant=%s key=%s", w.tenant, w.key)
+            return WorkOutcome(WorkStatus.FOREIGN, True, w.key, term=True)
         tp = traceparent if valid_traceparent(traceparent) else (w.traceparent if valid_traceparent(w.traceparent) else None)
         tok = _CALL_TRACEPARENT.set(tp) if tp else None
         try:
-            return self._handle(w, handler)
+            return self._handle(w)
         finally:
             if tok is not None:
                 _CALL_TRACEPARENT.reset(tok)
 
-    def _handle(self, w: WorkItem, handler: WorkFunc) -> WorkOutcome:
+    def _handle(self, w: WorkItem) -> WorkOutcome:
+        # The ledger's row, not the message, says what to call: read it
+        # before the start, so a forged item takes no lease.
+        try:
+            row = self._client.get(w.key)
+        except NotFound as e:
+            self._client._log.error("work item names no row of this tenant; terminate it: key=%s", w.key)
+            return WorkOutcome(WorkStatus.FOREIGN, True, w.key, error=e, term=True)
+        except (Unauthorized, Forbidden) as e:
+            self._client._log.error("worker may not read the key: key=%s err=%s", w.key, e)
+            return WorkOutcome(WorkStatus.REFUSED, False, w.key, error=e, delay=self._nak_delay)
+        except InvalidInput as e:
+            return WorkOutcome(WorkStatus.INVALID, True, w.key, error=e, term=True)
+        except (TransportError, ProtocolError, APIError) as e:
+            return WorkOutcome(WorkStatus.RETRY, False, w.key, error=e, delay=self._nak_delay)
+        field_ = _mismatch(w, row)
+        if field_:
+            self._client._log.error("work item disagrees with its row in the ledger; terminate it, nothing called: key=%s field=%s", w.key, field_)
+            return WorkOutcome(WorkStatus.FORGED, True, w.key, row=row, term=True)
+        with self._lock:
+            handler = self._handlers.get(row.tool)
+        if handler is None:
+            self._client._log.warning("no handler for the work item's tool: tool=%s key=%s", row.tool, w.key)
+            return WorkOutcome(WorkStatus.NO_HANDLER, False, w.key, delay=self._nak_delay)
         try:
             resp = self._client.start(w.key)
         except NotQueued as e:
@@ -241,7 +284,11 @@ class Worker:
         row = resp.row
         d = resp.decision
         if d in (Decision.PROCEED, Decision.RETRY_SAME_KEY) and row is not None:
-            return self._call(w, handler, resp)
+            if _mismatch(w, row):
+                # The row changed between the read and the start: the item
+                # comes back under the row's lease and is checked again.
+                return WorkOutcome(WorkStatus.RETRY, False, w.key, d, row, delay=self._nak_delay)
+            return self._call(_item_of(row, w), handler, resp)
         if d in (Decision.REPLAY, Decision.STOP):
             return WorkOutcome(WorkStatus.SETTLED, True, w.key, d, row)
         if d == Decision.WAIT and row is not None:
@@ -310,6 +357,35 @@ class Worker:
             raise box["error"]
         return box["result"]  # type: ignore[no-any-return]
 
+
+
+def _mismatch(w: WorkItem, row: Row) -> str:
+    """_mismatch names the first field in which a work item disagrees with
+    the row it names ("" when it agrees): a message the relay made from the
+    row agrees in all of them. The intent is not compared (the row keeps
+    only its RFC 8785 fingerprint): build the vendor call from the request."""
+    for name, got, want in (
+        ("key", w.key, row.key), ("tenant", w.tenant, row.tenant), ("tool", w.tool, row.tool),
+        ("run_id", w.run_id, row.run_id), ("tool_call_id", w.tool_call_id, row.tool_call_id),
+        ("vendor", w.vendor, row.vendor), ("tool_class", w.tool_class, row.tool_class),
+        ("metadata_local_id", w.metadata_local_id, row.metadata_local_id),
+        ("request", w.request, row.request), ("expect", w.expect, row.expect),
+    ):
+        if got != want:
+            return name
+    return ""
+
+
+def _item_of(row: Row, w: WorkItem) -> WorkItem:
+    """_item_of is the work item a handler gets: the row's, as start
+    returned it (the request to send is the ledger's, never the message's),
+    with the message's intent and trace context."""
+    return WorkItem(
+        key=row.key, tenant=row.tenant, run_id=row.run_id, tool=row.tool, vendor=row.vendor,
+        tool_class=row.tool_class, metadata_local_id=row.metadata_local_id, tool_call_id=row.tool_call_id,
+        status=w.status, at=w.at, intent=w.intent, request=row.request, expect=row.expect,
+        replay_window_until=row.replay_window_until or w.replay_window_until, traceparent=w.traceparent, raw=w.raw,
+    )
 
 
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)$")

@@ -321,14 +321,53 @@ class AutonomyTest(unittest.TestCase):
         self.assertGreater(nobody.delay, 0)
         self.assertEqual(self.c.get(item["key"]).attempt, 0, "a worker without the handler starts nothing")
 
-        autonomous = self.c.claim(claim("py.autonomous.charge", self.rid))  # not a registered tool: proceeds
-        not_queued = Worker(self.c, {autonomous.row.tool if autonomous.row else "": support.vendor_call(v)}).handle(
-            dict(item, key=autonomous.key, tool=autonomous.row.tool if autonomous.row else ""))
+        auto_claim = claim("py.autonomous.charge", self.rid)  # not a registered tool: proceeds
+        autonomous = self.c.claim(auto_claim)
+        assert autonomous.row is not None
+        not_queued = Worker(self.c, {autonomous.row.tool: support.vendor_call(v)}).handle(
+            work_item(autonomous.row, dict(auto_claim.intent or {})))
         self.assertEqual((not_queued.status, not_queued.ack), (WorkStatus.NOT_QUEUED, True))
 
-        self.assertEqual(Worker(self.c).handle(b"{not json").status, WorkStatus.INVALID)
-        self.assertEqual(Worker(self.c).handle({"key": "k"}).status, WorkStatus.INVALID)
+        for junk in (b"{not json", b"", {"key": "k"}, b"[]", b"null"):
+            out = Worker(self.c).handle(junk)
+            self.assertEqual((out.status, out.term), (WorkStatus.INVALID, True), junk)
         self.assertEqual(v.object_count(), 0)
+
+    def test_worker_refuses_foreign_and_forged_items(self) -> None:
+        v = self.vendor()
+        cl = claim(OUTBOX_TOOL, self.rid, amount=5100)
+        with self.assertRaises(QueuedError) as cm:
+            self.c.do(cl, support.never_called(self))
+        row = cm.exception.row
+        assert row is not None and row.request is not None
+        item = work_item(row, dict(cl.intent or {}))
+        calls: List[WorkItem] = []
+
+        def charge(key: str, local_id: str, w: WorkItem) -> Result:
+            calls.append(w)
+            return support.vendor_call(v)(key, local_id)
+
+        worker = Worker(self.c, {OUTBOX_TOOL: charge}, tenant=row.tenant)
+        forged_request = dict(item, work=dict(item["work"], request=dict(item["work"]["request"], body="to=attacker@evil.example")))
+        cases = [
+            ("another tenant", dict(item, tenant="globex"), WorkStatus.FOREIGN),
+            ("a key with no row", dict(item, key="no-such-key-" + self.rid), WorkStatus.FOREIGN),
+            ("another request", forged_request, WorkStatus.FORGED),
+            ("another tool call", dict(item, tool_call_id="call_forged"), WorkStatus.FORGED),
+            ("another local id", dict(item, work=dict(item["work"], metadata_local_id="rl_forged")), WorkStatus.FORGED),
+        ]
+        for name, forged, want in cases:
+            out = worker.handle(json.dumps(forged).encode())
+            self.assertEqual((out.status, out.ack, out.term), (want, True, True), name)
+        # Without tenant=, another tenant's item is still refused: its row is not the token's.
+        out = Worker(self.c, {OUTBOX_TOOL: charge}).handle(dict(item, tenant="globex"))
+        self.assertEqual((out.status, out.term), (WorkStatus.FORGED, True))
+        self.assertEqual((calls, v.object_count()), ([], 0), "no forged item reached the handler")
+        self.assertEqual(self.c.get(row.key).attempt, 0, "no forged item took the row's lease")
+
+        done = worker.handle(json.dumps(item).encode())
+        self.assertEqual((done.status, done.ack, done.term), (WorkStatus.DONE, True, False), done.error)
+        self.assertEqual([c.request for c in calls], [row.request], "the handler got the row's request")
 
     def test_worker_handler_timeout_leaves_the_row_unknown(self) -> None:
         v = self.vendor(HANG)

@@ -51,17 +51,24 @@ ROW = {"tenant": "default", "key": "k1", "metadata_local_id": "rl_1", "run_id": 
 
 class FakeAPI(support.HTTPFake):
     """FakeAPI answers every request with one canned answer; with later
-    answers, the first request gets the first, and so on, the last repeated."""
+    answers, the first request gets the first, and so on, the last repeated.
+    With get, a GET is answered with it instead (a Worker reads the row
+    before it starts the key)."""
 
     def __init__(self, status: int, body: bytes, content_type: str = "application/json", delay: float = 0,
-                 headers: Optional[Dict[str, str]] = None, later: Sequence[Tuple[int, bytes]] = ()) -> None:
+                 headers: Optional[Dict[str, str]] = None, later: Sequence[Tuple[int, bytes]] = (),
+                 get: Optional[Tuple[int, bytes]] = None) -> None:
         self.answers = [(status, body)] + list(later)
+        self.get = get
         self.content_type, self.delay, self.headers = content_type, delay, headers
         self.lock = threading.Lock()
         self.sends = 0
         super().__init__()
 
     def handle(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        if self.get is not None and h.command == "GET":
+            support.reply(h, self.get[0], self.get[1], None, "application/json")
+            return
         with self.lock:
             status, data = self.answers[min(self.sends, len(self.answers) - 1)]
             self.sends += 1
@@ -273,6 +280,12 @@ ITEM = {"key": "k1", "tenant": "default", "run_id": "r", "tool": "t", "status": 
                                                "intent": {"amount": 1}, "request": {"method": "POST", "path": "/v1/x"}}}
 
 
+# ITEM_ROW is ITEM's row, as GET /v1/claims/k1 answers it.
+ITEM_ROW = (200, json.dumps({"row": {"tenant": "default", "key": "k1", "metadata_local_id": "rl_1", "run_id": "r", "tool": "t",
+                                     "vendor": "stripe", "tool_class": "write_idempotent", "status": "pending", "attempt": 0,
+                                     "request": {"method": "POST", "path": "/v1/x"}}}).encode())
+
+
 def soon(seconds: float) -> str:
     """soon is the RFC 3339 time seconds from now, with nanoseconds as the server writes it."""
     t = time.time() + seconds
@@ -339,10 +352,10 @@ class AutonomyAnswersTest(unittest.TestCase):
                     url = refused_url()
                 else:
                     api = {
-                        "html": lambda: FakeAPI(200, b"<html>hi</html>", "text/html"),
-                        "503": lambda: FakeAPI(503, api_error("unavailable")),
-                        "not_queued": lambda: FakeAPI(409, api_error("not_queued")),
-                        "not_found": lambda: FakeAPI(404, api_error("not_found")),
+                        "html": lambda: FakeAPI(200, b"<html>hi</html>", "text/html", get=ITEM_ROW),
+                        "503": lambda: FakeAPI(503, api_error("unavailable"), get=ITEM_ROW),
+                        "not_queued": lambda: FakeAPI(409, api_error("not_queued"), get=ITEM_ROW),
+                        "not_found": lambda: FakeAPI(404, api_error("not_found"), get=ITEM_ROW),
                     }[kind]()
                     self.addCleanup(api.close)
                     url = api.url
@@ -367,7 +380,7 @@ class AutonomyAnswersTest(unittest.TestCase):
         ]
         for name, answer_, status, ack, delay in cases:
             with self.subTest(name):
-                api = FakeAPI(*answer_)
+                api = FakeAPI(*answer_, get=ITEM_ROW)
                 self.addCleanup(api.close)
                 out = Worker(Client(api.url, support.TOKEN), {"t": lambda k, l, w: self.fail("called")}, nak_delay=7).handle(ITEM)
                 self.assertEqual((out.status, out.ack), (status, ack))

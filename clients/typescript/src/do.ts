@@ -20,8 +20,15 @@ import type { ClaimRequest, ClaimResponse, Decision, OutcomeKind, Row } from "./
 
 /** CallContext is what one vendor call gets from do(). */
 export interface CallContext {
-  /** key is the ledger key: send it as the vendor's idempotency key (Idempotency-Key, PayPal-Request-Id…). */
+  /** key is the ledger key: the row's identity. */
   readonly key: string;
+  /**
+   * vendorKey is what to send as the vendor's idempotency key
+   * (Idempotency-Key, PayPal-Request-Id…): the claim answer's
+   * `row.vendor_key` when the server derives one that fits the vendor, else
+   * the key itself. The same on every retry of the row.
+   */
+  readonly vendorKey: string;
   /** localId goes into the vendor's metadata (metadata[metadata_local_id] for Stripe, custom_id for PayPal). */
   readonly localId: string;
   /** signal aborts with the caller's signal or when callTimeoutMs runs out; pass it to fetch. */
@@ -52,6 +59,13 @@ export interface DoOptions {
   waitQueued?: boolean;
   /** traceparent replaces the client's for every request of this do(). */
   traceparent?: Traceparent;
+  /**
+   * waitApproval false makes do() throw at once, on an await_approval
+   * claim, an UnsettledError whose outcome has awaitedApproval set, instead
+   * of waiting for the approver's decision (a model's tool call must not
+   * hang on a person). Default true.
+   */
+  waitApproval?: boolean;
 }
 
 /**
@@ -103,14 +117,19 @@ const decisions: { readonly [D in Decision]: Handler } = {
   stop: async (_run, resp, out) => {
     throw new StoppedError(resp.code ?? "", out.key, resp.row, { outcome: out });
   },
-  wait: async (run, resp, out) => ({
-    next: await run.waitSettled(needRow(resp), out, ["wait"], (row, cause) => new UnsettledError(row.key, row.status, { cause, outcome: out })),
-  }),
+  wait: async (run, resp, out) => {
+    const row = needRow(resp);
+    // A later claim of a key that awaits a human answers wait: without
+    // waitApproval that is the same answer as the first claim's.
+    if (!run.waitApproval && row.approval?.state === "requested") return decisions.await_approval(run, resp, out);
+    return { next: await run.waitSettled(row, out, ["wait"], (r, cause) => new UnsettledError(r.key, r.status, { cause, outcome: out })) };
+  },
   // The row's claims answer wait until a human decides (an await_approval
   // again is a wait too: only the first claim makes the request); the long
   // poll wakes at once on a decision made through the same server.
   await_approval: async (run, resp, out) => {
     out.awaitedApproval = true;
+    if (!run.waitApproval) throw new UnsettledError(out.key, needRow(resp).status, { cause: new Error("the key awaits a human's approval"), outcome: out });
     const hold: readonly Decision[] = ["wait", "await_approval"];
     return {
       next: await run.waitSettled(needRow(resp), out, hold, (row, cause) =>
@@ -135,6 +154,16 @@ function withReceipt(out: Outcome): Outcome {
   return out;
 }
 
+/**
+ * vendorKeyOf is the key to send to the vendor: the row's vendor_key when
+ * the server sent one (a vendor whose keys are shorter than the ledger's),
+ * else the ledger key.
+ */
+function vendorKeyOf(out: Outcome): string {
+  const v = (out.row as { vendor_key?: unknown } | null)?.vendor_key;
+  return typeof v === "string" && v !== "" ? v : out.key;
+}
+
 function needRow(resp: ClaimResponse): Row {
   if (resp.row === null) throw new InvalidResponseError(resp.httpStatus, `claim: ${resp.decision} without a row`);
   return resp.row;
@@ -145,6 +174,7 @@ export interface RunOptions {
   signal?: AbortSignal | undefined;
   waitQueued?: boolean | undefined;
   traceparent?: Traceparent | undefined;
+  waitApproval?: boolean | undefined;
 }
 
 /** newOutcome is the Outcome of a claim answer before do() acts on it. */
@@ -172,6 +202,7 @@ export class Run {
   private readonly signal: AbortSignal | undefined;
   private readonly traceparent: Traceparent | undefined;
   readonly waitQueued: boolean;
+  readonly waitApproval: boolean;
 
   constructor(
     private readonly client: Client,
@@ -183,6 +214,7 @@ export class Run {
     this.signal = opts.signal;
     this.traceparent = opts.traceparent;
     this.waitQueued = opts.waitQueued ?? false;
+    this.waitApproval = opts.waitApproval ?? true;
   }
 
   async run(): Promise<Outcome> {
@@ -243,7 +275,7 @@ export class Run {
   async #call(out: Outcome): Promise<{ result: CallResult; threw: boolean; error: unknown }> {
     const dl = deadline(this.settings.callTimeoutMs, this.signal);
     try {
-      const pending = Promise.resolve().then(() => this.call({ key: out.key, localId: out.localId, signal: dl.signal }));
+      const pending = Promise.resolve().then(() => this.call({ key: out.key, vendorKey: vendorKeyOf(out), localId: out.localId, signal: dl.signal }));
       pending.catch(() => {}); // a call abandoned below may still fail later
       const aborted = new Promise<never>((_, reject) => {
         if (dl.signal.aborted) reject(dl.signal.reason);

@@ -28,6 +28,13 @@
  * - `scrub` and `scrubSchema` keep a model from choosing a write's identity:
  *   they remove idempotency_key, request_id, message_id-style fields from tool
  *   arguments and from the tool schema the model sees.
+ * - `GuardedTool` is one write tool a model calls, under the ledger: the
+ *   schema the model sees without key-like fields, the intent from the
+ *   registry's intent_fields, the key placed where the vendor takes it, and
+ *   every answer in words the model acts on. The subpath exports
+ *   `@reconciler/client/ai`, `/openai-agents` and `/langchain` wrap it in
+ *   each framework's own tool() (the frameworks are optional peer
+ *   dependencies: this import needs none of them).
  * - `resultFromResponse` reads a vendor's fetch Response for do();
  *   `failureKind` tells a timeout from a network error.
  *
@@ -96,6 +103,21 @@ export {
   parseWorkItem,
 } from "./worker.js";
 export { RESULT_HEADERS, failureKind, resultFromResponse, type CallResult } from "./result.js";
+export {
+  type GuardAnswer,
+  type GuardCall,
+  type GuardCallContext,
+  type GuardCallResult,
+  type GuardOptions,
+  type GuardStatus,
+  GuardedTool,
+  type KeyPlacement,
+  type ToolCallInfo,
+  type ToolView,
+  answerError,
+  modelSchema,
+  modelToolName,
+} from "./guard.js";
 export { DEFAULT_SCRUB_FIELDS, Scrubber, scrub, scrubSchema } from "./scrub.js";
 export type {
   Approval,

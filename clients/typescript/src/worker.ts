@@ -6,6 +6,13 @@
 // the message as the answer says. The attempt itself is do()'s (Run.attempt):
 // one call, classified and reported the same way.
 //
+// The message only names the key: handle() reads the key's row first (GET
+// /v1/claims/{key}) and terminates, calling nothing, an item that is not a
+// work item, names another tenant than opts.tenant (or a key that is no row
+// of the token's tenant), or disagrees with the row (tool, run, vendor,
+// local id, request, expectation). The handler gets the row's request, as
+// start returns it, never a body taken from the message.
+//
 // Two answers come back with a nak so that the call is made after all:
 //   - start answers wait while an attempt's lease runs (pending_until ahead):
 //     another worker's call in flight, or this item's own start whose answer
@@ -74,7 +81,13 @@ export type WorkHandler = (call: WorkContext) => Promise<CallResult> | CallResul
  * - refused: the worker's token may not start the row (401, 403, 404: no
  *   such row for its tenant): a configuration error, not the item's. Nak.
  * - invalid: the message is not a work item, or names a key the API
- *   refuses: it can never be handled. Ack (or term) it.
+ *   refuses: it can never be handled. Term it (WorkOutcome.term).
+ * - foreign: the item names another tenant than the Worker's (opts.tenant),
+ *   or a key that is no row of the token's tenant; nothing was started or
+ *   called. Term it.
+ * - forged: the item disagrees with the row it names in the ledger (tool,
+ *   run, vendor, local id, request, expectation): a message the relay did
+ *   not make from the row. Nothing was started or called. Term it.
  */
 export type WorkStatus =
   | "done"
@@ -86,7 +99,9 @@ export type WorkStatus =
   | "no_handler"
   | "retry"
   | "refused"
-  | "invalid";
+  | "invalid"
+  | "foreign"
+  | "forged";
 
 /** WorkOutcome is how handle() ended and what to do with the message. */
 export interface WorkOutcome {
@@ -104,6 +119,12 @@ export interface WorkOutcome {
   error?: unknown;
   /** delayMs is the nak delay handle() suggests (0 for an ack). */
   delayMs: number;
+  /**
+   * term: terminate the message (nats.js msg.term()) rather than ack it: it
+   * is not a work item of this tenant's ledger (invalid, foreign, forged)
+   * and must never come back. ack is true as well, for a runtime that only acks.
+   */
+  term: boolean;
 }
 
 /** WorkerOptions configure a Worker. */
@@ -118,6 +139,8 @@ export interface WorkerOptions {
   nakDelayMs?: number;
   /** maxDelayMs caps the delay of a nak that waits out a lease, status in_flight (default 30 s). */
   maxDelayMs?: number;
+  /** tenant is the Worker's tenant: an item of another is terminated without a request (status foreign). */
+  tenant?: string;
 }
 
 /** HandleOptions are the per-item options of handle(). */
@@ -176,6 +199,7 @@ export class Worker {
   readonly #callTimeoutMs: number | undefined;
   readonly #nakDelayMs: number;
   readonly #maxDelayMs: number;
+  readonly #tenant: string;
 
   constructor(client: Client, handlers: Readonly<Record<string, WorkHandler>> = {}, opts: WorkerOptions = {}) {
     this.#client = client;
@@ -186,6 +210,7 @@ export class Worker {
     if (opts.maxDelayMs !== undefined && !(opts.maxDelayMs > 0)) throw new RangeError("reconciler worker: maxDelayMs must be positive");
     this.#nakDelayMs = opts.nakDelayMs ?? DEFAULT_NAK_DELAY_MS;
     this.#maxDelayMs = opts.maxDelayMs ?? DEFAULT_MAX_DELAY_MS;
+    this.#tenant = opts.tenant ?? "";
     for (const [tool, h] of Object.entries(handlers)) this.register(tool, h);
   }
 
@@ -208,11 +233,26 @@ export class Worker {
     } catch (error) {
       return this.#end("invalid", "", null, { error });
     }
-    const handler = this.#handlers.get(item.tool);
-    if (!handler) return this.#end("no_handler", item.key, null, {});
+    if (this.#tenant !== "" && item.tenant !== this.#tenant) return this.#end("foreign", item.key, null, {});
     let tp: Traceparent | undefined = opts.traceparent;
     if (typeof tp === "string" && !validTraceparent(tp)) tp = undefined;
     tp ??= validTraceparent(item.traceparent) ? item.traceparent : undefined;
+
+    // The ledger's row, not the message, says what to call: read it before
+    // the start, so a forged item takes no lease.
+    let stored: Row;
+    try {
+      stored = await this.#client.get(item.key, { signal: opts.signal, traceparent: tp });
+    } catch (error) {
+      if (error instanceof AbortedError) throw error;
+      if (error instanceof NotFoundError) return this.#end("foreign", item.key, null, { error });
+      if (error instanceof UnauthorizedError || error instanceof ForbiddenError) return this.#end("refused", item.key, null, { error });
+      if (error instanceof InvalidInputError || error instanceof TypeError) return this.#end("invalid", item.key, null, { error });
+      return this.#end("retry", item.key, null, { error });
+    }
+    if (mismatch(item, stored) !== "") return this.#end("forged", item.key, stored, {});
+    const handler = this.#handlers.get(stored.tool);
+    if (!handler) return this.#end("no_handler", item.key, null, {});
 
     let resp: ClaimResponse;
     try {
@@ -228,7 +268,12 @@ export class Worker {
     }
     const row = resp.row;
     const d = resp.decision;
-    if ((d === "proceed" || d === "retry_same_key") && row) return this.#call(item, handler, resp, row, opts.signal, tp);
+    if ((d === "proceed" || d === "retry_same_key") && row) {
+      // The row changed between the read and the start: the item comes
+      // back under the row's lease and is checked again.
+      if (mismatch(item, row) !== "") return this.#end("retry", item.key, row, { decision: d });
+      return this.#call(itemOf(row, item), handler, resp, row, opts.signal, tp);
+    }
     if (d === "replay" || d === "stop") return this.#end("settled", item.key, row, { decision: d });
     if (d === "wait" && row) {
       // At attempt 0 the kill switch holds the tool before any call: later.
@@ -281,10 +326,69 @@ export class Worker {
     row: Row | null,
     more: { decision?: Decision; outcome?: Outcome; error?: unknown; ack?: boolean; delayMs?: number },
   ): WorkOutcome {
-    const ack = more.ack ?? (status === "done" || status === "not_queued" || status === "settled" || status === "resolver" || status === "invalid");
-    const w: WorkOutcome = { status, ack, key, decision: more.decision ?? "", row, delayMs: ack ? 0 : (more.delayMs ?? this.#nakDelayMs) };
+    const term = status === "invalid" || status === "foreign" || status === "forged";
+    const ack = more.ack ?? (term || status === "done" || status === "not_queued" || status === "settled" || status === "resolver");
+    const w: WorkOutcome = { status, ack, key, decision: more.decision ?? "", row, delayMs: ack ? 0 : (more.delayMs ?? this.#nakDelayMs), term };
     if (more.outcome) w.outcome = more.outcome;
     if ("error" in more) w.error = more.error;
     return w;
   }
+}
+
+/** sameJSON compares two JSON values field by field (key order aside). */
+function sameJSON(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return (a ?? null) === (b ?? null);
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a as object).filter((k) => (a as Record<string, unknown>)[k] !== undefined);
+  const kb = Object.keys(b as object).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
+  if (ka.length !== kb.length) return false;
+  return ka.every((k) => sameJSON((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+/**
+ * mismatch names the first field in which a work item disagrees with the
+ * row it names ("" when it agrees): a message the relay made from the row
+ * agrees in all of them. The intent is not compared (the row keeps only its
+ * RFC 8785 fingerprint): build the vendor call from the request.
+ */
+function mismatch(item: WorkItem, row: Row): string {
+  const checks: Array<[string, unknown, unknown]> = [
+    ["key", item.key, row.key],
+    ["tenant", item.tenant, row.tenant],
+    ["tool", item.tool, row.tool],
+    ["run_id", item.run_id, row.run_id],
+    ["tool_call_id", item.tool_call_id ?? "", row.tool_call_id ?? ""],
+    ["vendor", item.work.vendor, row.vendor],
+    ["tool_class", item.work.tool_class, row.tool_class],
+    ["metadata_local_id", item.work.metadata_local_id, row.metadata_local_id],
+    ["request", item.work.request ?? null, row.request ?? null],
+    ["expect", item.work.expect ?? null, row.expect ?? null],
+  ];
+  for (const [name, got, want] of checks) if (!sameJSON(got, want)) return name;
+  return "";
+}
+
+/**
+ * itemOf is the work item a handler gets: the row's, as start returned it
+ * (the request to send is the ledger's, never the message's), with the
+ * message's intent and trace context.
+ */
+function itemOf(row: Row, item: WorkItem): WorkItem {
+  const work: WorkItem["work"] = {
+    vendor: row.vendor,
+    tool_class: row.tool_class,
+    metadata_local_id: row.metadata_local_id,
+    intent: item.work.intent,
+    request: row.request ?? null,
+  };
+  if (row.expect) work.expect = row.expect;
+  const rwu = row.replay_window_until ?? item.work.replay_window_until;
+  if (rwu) work.replay_window_until = rwu;
+  const out: WorkItem = { key: row.key, tenant: row.tenant, run_id: row.run_id, tool: row.tool, status: item.status, work };
+  if (row.tool_call_id) out.tool_call_id = row.tool_call_id;
+  if (item.source !== undefined) out.source = item.source;
+  if (item.at !== undefined) out.at = item.at;
+  if (item.traceparent !== undefined) out.traceparent = item.traceparent;
+  return out;
 }

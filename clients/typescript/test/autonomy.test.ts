@@ -4,6 +4,7 @@
 // outbox's calls, and the traceparent header; then the same answers and the
 // new routes' errors on a fake API.
 import assert from "node:assert/strict";
+import type { IncomingMessage } from "node:http";
 import { after, before, describe, test } from "node:test";
 import {
   ApprovalDecidedError,
@@ -24,12 +25,14 @@ import {
   UnavailableError,
   UnregisteredToolError,
   UnsettledError,
+  type WorkHandler,
   type WorkItem,
+  type WorkStatus,
   Worker,
   validTraceparent,
 } from "@reconciler/client";
 import { chargeCall, startVendor } from "./fakevendor.js";
-import { APPROVER_TOKEN, AUTONOMY_CONFIG, type Reconciler, SKIP, TOKEN, fast, forward, json, serve, startReconciler } from "./harness.js";
+import { APPROVER_TOKEN, AUTONOMY_CONFIG, type Answer, type Reconciler, SKIP, TOKEN, fast, forward, json, serve, startReconciler } from "./harness.js";
 
 const APPROVAL_TOOL = "ts.approval.payment_intents.create";
 const OUTBOX_TOOL = "ts.outbox.payment_intents.create";
@@ -249,14 +252,53 @@ describe("write autonomy against the real binary", { skip: SKIP }, () => {
     assert.ok(nobody.delayMs > 0);
     assert.equal((await c.get(item.key)).attempt, 0, "a worker without the handler starts nothing");
 
-    const autonomous = await c.claim(claim("ts.autonomous.charge"));
-    const notQueued = await new Worker(c, { "ts.autonomous.charge": () => assert.fail("called") }).handle({ ...item, key: autonomous.row!.key, tool: "ts.autonomous.charge" });
+    const autoClaim = claim("ts.autonomous.charge");
+    const autonomous = await c.claim(autoClaim);
+    const notQueued = await new Worker(c, { "ts.autonomous.charge": () => assert.fail("called") }).handle(workItem(autonomous.row!, autoClaim.intent));
     assert.deepEqual([notQueued.status, notQueued.ack], ["not_queued", true]);
     assert.ok(notQueued.error instanceof NotQueuedError);
 
-    for (const bad of ["{not json", { key: "k" }, 42]) {
+    for (const bad of ["{not json", "", { key: "k" }, 42, "[]", "null"]) {
       const out = await new Worker(c).handle(bad);
-      assert.deepEqual([out.status, out.ack], ["invalid", true]);
+      assert.deepEqual([out.status, out.ack, out.term], ["invalid", true, true]);
+    }
+  });
+
+  test("the worker refuses foreign and forged items without calling the handler", async () => {
+    const v = await startVendor();
+    try {
+      const cl = claim(OUTBOX_TOOL, 5100);
+      const row = await queuedRow(c, cl);
+      const item = workItem(row, cl.intent);
+      const seen: WorkItem[] = [];
+      const charge = chargeCall(v);
+      const handler: WorkHandler = (call) => {
+        seen.push(call.item);
+        return charge(call);
+      };
+      const worker = new Worker(c, { [OUTBOX_TOOL]: handler }, { tenant: row.tenant });
+      const cases: Array<[string, unknown, WorkStatus]> = [
+        ["another tenant", { ...item, tenant: "globex" }, "foreign"],
+        ["a key with no row", { ...item, key: `no-such-key-${Date.now()}` }, "foreign"],
+        ["another request", { ...item, work: { ...item.work, request: { ...item.work.request!, body: "to=attacker@evil.example" } } }, "forged"],
+        ["another tool call", { ...item, tool_call_id: "call_forged" }, "forged"],
+        ["another local id", { ...item, work: { ...item.work, metadata_local_id: "rl_forged" } }, "forged"],
+      ];
+      for (const [name, forged, want] of cases) {
+        const out = await worker.handle(JSON.stringify(forged));
+        assert.deepEqual([out.status, out.ack, out.term], [want, true, true], name);
+      }
+      // Without the tenant option another tenant's item is still refused: its row is not the token's.
+      const blind = await new Worker(c, { [OUTBOX_TOOL]: handler }).handle({ ...item, tenant: "globex" });
+      assert.deepEqual([blind.status, blind.term], ["forged", true]);
+      assert.deepEqual([seen.length, v.objects()], [0, 0], "no forged item reached the handler");
+      assert.equal((await c.get(row.key)).attempt, 0, "no forged item took the row's lease");
+
+      const done = await worker.handle(JSON.stringify(item));
+      assert.deepEqual([done.status, done.ack, done.term], ["done", true, false], String(done.error));
+      assert.deepEqual(seen.map((w) => w.work.request), [row.request], "the handler got the row's request");
+    } finally {
+      await v.close();
     }
   });
 
@@ -357,6 +399,8 @@ describe("write autonomy against the real binary", { skip: SKIP }, () => {
 describe("write autonomy against a fake API", () => {
   const ROW = { tenant: "default", key: "k1", metadata_local_id: "rl_1", run_id: "r", tool: "t", vendor: "stripe", tool_class: "write_idempotent", status: "pending", attempt: 1 };
   const ITEM = { key: "k1", tenant: "default", run_id: "r", tool: "t", status: "queued", work: { vendor: "stripe", tool_class: "write_idempotent", metadata_local_id: "rl_1", intent: {}, request: null } };
+  // A Worker reads the item's row (GET) before it starts the key: the fake answers it with ITEM's row.
+  const withRow = (answer: Answer) => (req: IncomingMessage) => (req.method === "GET" ? json(200, { row: { ...ROW, attempt: 0 } }) : answer);
   const apiError = (status: number, code: string) => json(status, { error: { code, message: "m" } });
 
   test("an approval that expires while do() waits: a StoppedError approval_expired", async () => {
@@ -418,7 +462,7 @@ describe("write autonomy against a fake API", () => {
       ["no row", apiError(404, "not_found"), NotFoundError, "refused", false],
     ] as const;
     for (const [name, answer, cls, status, ack] of cases) {
-      const api = answer === undefined ? undefined : await serve(() => answer);
+      const api = answer === undefined ? undefined : await serve(withRow(answer));
       try {
         const client = new Client({ baseUrl: api?.url ?? refusedUrl, token: "tok", retries: 1, backoffMs: 5 });
         await assert.rejects(client.start("k1"), cls, name);
@@ -440,14 +484,15 @@ describe("write autonomy against a fake API", () => {
       ["frozen: wait at attempt 0", json(409, { decision: "wait", row: { ...ROW, attempt: 0 } }), "frozen", false, [7_000, 7_000]],
       ["in flight: wait at attempt 1, the lease's remainder", wait(lease(10_000)), "in_flight", false, [8_000, 11_000]],
       ["in flight: a long lease, capped at maxDelayMs", wait(lease(3_600_000)), "in_flight", false, [30_000, 30_000]],
-      ["in flight: a lease about to end, at least 1 s", wait(lease(200)), "in_flight", false, [1_000, 1_000]],
+      // Made when its case runs: the cases before it take their time.
+      ["in flight: a lease about to end, at least 1 s", () => wait(lease(200)), "in_flight", false, [1_000, 1_000]],
       ["the resolver's: wait at attempt 1, the lease over", wait(lease(-5_000)), "resolver", true, [0, 0]],
       ["the resolver's: wait at attempt 1 without a lease", wait(), "resolver", true, [0, 0]],
       ["settled", json(200, { decision: "replay", row: { ...ROW, status: "succeeded" } }), "settled", true, [0, 0]],
       ["unknown decision", json(200, { decision: "later", row: ROW }), "retry", false, [7_000, 7_000]],
     ] as const;
     for (const [name, answer, status, ack, [lo, hi]] of cases) {
-      const api = await serve(() => answer);
+      const api = await serve(withRow(typeof answer === "function" ? answer() : answer));
       try {
         const out = await new Worker(new Client({ baseUrl: api.url, token: "tok" }), { t: () => assert.fail("called") }, { nakDelayMs: 7_000 }).handle(ITEM);
         assert.deepEqual([out.status, out.ack], [status, ack], name);

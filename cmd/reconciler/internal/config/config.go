@@ -78,6 +78,7 @@ type Config struct {
 	Paging    PagingConfig    `yaml:"paging"`
 	Approvals ApprovalsConfig `yaml:"approvals"`
 	Registry  RegistryConfig  `yaml:"registry"`
+	Console   ConsoleConfig   `yaml:"console"`
 
 	// EventTypes extends the matcher's default table: vendor → event type → action.
 	EventTypes map[string]map[string]matcher.Action `yaml:"event_types"`
@@ -209,6 +210,11 @@ type EventsConfig struct {
 	// DegradedDepth is the outbox backlog past which /readyz answers
 	// degraded (still 200); 0 never does.
 	DegradedDepth Count `yaml:"degraded_depth"`
+	// MaxBytes and MaxMsgSize bound each stream; Discard is what the
+	// events stream does when full (limits.go).
+	MaxBytes   ByteSize `yaml:"max_bytes"`
+	MaxMsgSize ByteSize `yaml:"max_msg_size"`
+	Discard    Discard  `yaml:"discard"`
 }
 
 // ResolverConfig paces the periodic resolve job.
@@ -232,6 +238,23 @@ type RegistryConfig struct {
 	// Strict refuses them (422 unregistered_tool); off, they are served as
 	// before the registry existed.
 	Strict bool `yaml:"strict"`
+}
+
+// ConsoleConfig is the ops console at /console (docs/architecture.md §15).
+type ConsoleConfig struct {
+	// Enabled serves /console; off, the routes are the API's 404s.
+	Enabled bool `yaml:"enabled"`
+	// TraceURL links a row's trace id to a trace UI; {trace_id} is
+	// replaced (Jaeger: http://jaeger:16686/trace/{trace_id}).
+	TraceURL string `yaml:"trace_url"`
+	// VendorLinks link a row's receipt to the vendor's dashboard, per
+	// vendor; {receipt_id} is replaced.
+	VendorLinks map[string]string `yaml:"vendor_links"`
+	// SecureCookie marks the session cookie Secure on plain HTTP too (TLS
+	// ends at a proxy in front); a request over TLS always gets one.
+	SecureCookie bool `yaml:"secure_cookie"`
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration `yaml:"session_ttl"`
 }
 
 // PagingConfig says where a human is paged. With neither configured, pages
@@ -277,12 +300,14 @@ func Default() Config {
 			ReplayWindow:       72 * time.Hour,
 			OrdersReplayWindow: 6 * time.Hour,
 		},
-		Events:   EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000},
+		Events: EventsConfig{Stream: "RECON", WorkStream: "RECON_WORK", SubjectPrefix: "recon", SyncedAfter: SyncedAfterAuto, DegradedDepth: 10000,
+			MaxBytes: DefaultStreamMaxBytes, MaxMsgSize: DefaultStreamMaxMsgSize, Discard: "new"},
 		Resolver: ResolverConfig{Interval: 30 * time.Second, Grace: 60 * time.Second, PendingTTL: 15 * time.Minute},
 		Paging: PagingConfig{
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
 		},
 		Approvals: ApprovalsConfig{TTL: ledger.DefaultApprovalTTL},
+		Console:   ConsoleConfig{Enabled: true, SessionTTL: 8 * time.Hour},
 		origin:    newOrigin(""),
 	}
 }
@@ -399,6 +424,7 @@ func (c Config) clone() Config {
 	for i := range out.Standard.Endpoints {
 		out.Standard.Endpoints[i].Secrets = slices.Clone(out.Standard.Endpoints[i].Secrets)
 	}
+	out.Console.VendorLinks = maps.Clone(c.Console.VendorLinks)
 	if c.EventTypes != nil {
 		out.EventTypes = make(map[string]map[string]matcher.Action, len(c.EventTypes))
 		for v, m := range c.EventTypes {

@@ -79,6 +79,9 @@ var settings = []Setting{
 	{Key: "events.replicas", Usage: "replicas of the stream in a NATS cluster, 1-5; keep: leave an existing stream's count"},
 	{Key: "events.synced_after", Usage: "how long after its ack NATS has surely synced an event (the relay keeps it until then); auto: 3s embedded, 0s for a stream of 3+ replicas, else 2m30s (a stock server syncs every 2m)"},
 	{Key: "events.degraded_depth", Usage: "/readyz answers degraded (200) while more events than this wait in the outbox; 0: never"},
+	{Key: "events.max_bytes", Usage: "most each stream (events, work items) stores: bytes, or with KiB/MiB/GiB; /readyz says degraded past 90%"},
+	{Key: "events.max_msg_size", Usage: "largest event or work item a stream takes"},
+	{Key: "events.discard", Usage: "a full events stream: new refuses new events (they wait in the outbox), old drops its oldest"},
 	{Key: "stripe.api_base", Usage: "Stripe API for lookups and replays"},
 	{Key: "stripe.api_key", Usage: "Stripe secret key for lookups and replays", EnvOnly: true},
 	{Key: "stripe.replay_window", Usage: "how long Stripe honours a key (720h for API v2)"},
@@ -93,6 +96,10 @@ var settings = []Setting{
 	{Key: "paging.webhook.url", Usage: "generic JSON webhook pager (Slack/Opsgenie bridges)", EnvOnly: true},
 	{Key: "approvals.ttl", Usage: "how long an approval request waits for a human before it expires"},
 	{Key: "registry.strict", Usage: "true: refuse claims of tools not in the registry (422 unregistered_tool)"},
+	{Key: "console.enabled", Usage: "serve the ops console at /console"},
+	{Key: "console.trace_url", Usage: "trace UI link of a row's trace id in the console; {trace_id} is replaced"},
+	{Key: "console.secure_cookie", Usage: "true: the console's session cookie is Secure on plain HTTP too (TLS ends at a proxy)"},
+	{Key: "console.session_ttl", Usage: "how long a console sign-in lasts"},
 }
 
 // Settings returns the settings in the order --help shows them.

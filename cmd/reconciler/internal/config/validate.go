@@ -95,6 +95,7 @@ func (c Config) Validate() error {
 	v.nonNegative("resolver.grace", c.Resolver.Grace)
 	v.positive("resolver.pending_ttl", c.Resolver.PendingTTL)
 	v.events(c.Events)
+	v.streamLimits(c.Events)
 	v.paging(c.Paging)
 	v.positive("approvals.ttl", c.Approvals.TTL)
 
@@ -172,6 +173,8 @@ func (c Config) Validate() error {
 			v.add(p+".vendor", "invalid vendor %q: want 1-64 of [a-z0-9_-]", truncate(e.Vendor, 40))
 		}
 	}
+
+	v.console(c.Console)
 
 	for _, vendor := range sortedKeys(c.EventTypes) {
 		p := mapPath("event_types", vendor)
@@ -519,4 +522,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// console checks the console's link templates: an http(s) URL holding its
+// placeholder.
+func (v *validator) console(c ConsoleConfig) {
+	v.positive("console.session_ttl", c.SessionTTL)
+	link := func(path, tmpl, placeholder string) {
+		v.httpURL(path, strings.ReplaceAll(tmpl, placeholder, "x"), true)
+		if !strings.Contains(tmpl, placeholder) {
+			v.add(path, "must hold %s, which the console replaces", placeholder)
+		}
+	}
+	if c.TraceURL != "" {
+		link("console.trace_url", c.TraceURL, "{trace_id}")
+	}
+	for _, vendor := range sortedKeys(c.VendorLinks) {
+		p := mapPath("console.vendor_links", vendor)
+		if ledger.ValidateVendor(vendor) != nil {
+			v.add(p, "invalid vendor %q: want 1-64 of [a-z0-9_-]", truncate(vendor, 40))
+		}
+		link(p, c.VendorLinks[vendor], "{receipt_id}")
+	}
 }
