@@ -469,7 +469,7 @@ func (l *wlog) removeThrough(held uint64, between func()) error {
 		if between != nil {
 			between()
 		}
-		if err := l.fs.Remove(filepath.Join(l.dir, segName(first))); err != nil {
+		if err := l.fs.Remove(filepath.Join(l.dir, segName(first))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove log segment: %w", err)
 		}
 		l.mu.Lock()
@@ -495,7 +495,9 @@ func (l *wlog) closeAndRemove() error {
 	l.segs = nil
 	l.mu.Unlock()
 	for _, first := range segs {
-		if rerr := l.fs.Remove(filepath.Join(l.dir, segName(first))); rerr != nil {
+		// Already gone (the directory removed under a closing store) is
+		// what this wants anyway.
+		if rerr := l.fs.Remove(filepath.Join(l.dir, segName(first))); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
 	}
