@@ -655,7 +655,8 @@ func (s *Store) flushOldest() error {
 
 // closeWAL runs after the committer stopped: it stops the flusher, commits
 // everything the log holds into bbolt and removes the log's segments. If
-// bbolt cannot take them, the log stays for the next open to replay.
+// bbolt cannot take them (a full disk), the log stays for the next open to
+// replay, which is logged, not an error of Close: nothing is lost.
 func (s *Store) closeWAL() error {
 	w := s.wal
 	close(w.stop)
@@ -671,7 +672,10 @@ func (s *Store) closeWAL() error {
 	}
 	w.mu.Unlock()
 	if err := s.flushFrozen(); err != nil {
-		return errors.Join(err, w.log.closeOnly())
+		// Nothing is lost: the log keeps every acknowledged write, and the
+		// next open replays it into bbolt (a full disk at shutdown).
+		s.logger.Warn("bolt: closing: bbolt could not take the write-ahead log's writes; the log keeps them for the next open", "path", s.path, "err", err)
+		return w.log.closeOnly()
 	}
 	return w.log.closeAndRemove()
 }
