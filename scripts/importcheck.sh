@@ -80,7 +80,7 @@ only fixtures                     # the standard library only
 only apierror                     # the standard library only: the client imports it
 only scripts/vulncheck "gopkg.in/yaml.v3*"
 only internal/paypaloauth "golang.org/x/sync*"
-only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*"
+only ledger/bolt "$mod/ledger" "go.etcd.io/bbolt*" "golang.org/x/sys*" "github.com/go-json-experiment/json*" "github.com/tidwall/btree*"
 
 internal ledger/bolt ledger
 internal ledger/postgres ledger

@@ -14,6 +14,9 @@ import (
 const (
 	TargetBare = "bare"
 	TargetReal = "real"
+	// TargetPgx is the hand-rolled PostgreSQL claim service (pgxclaim.go),
+	// measured when Config.PgxURL is set.
+	TargetPgx = "pgx"
 	// TargetLag is phase 2: claim + outcome pairs on the real API.
 	TargetLag = "real_claim_outcome"
 )
@@ -81,6 +84,13 @@ type Config struct {
 	// does not set (what the HTTP path, the rules and bbolt cost); the
 	// report and its table say so.
 	UnsafeNoSync bool
+	// PgxURL, when set, adds the pgx claim service (pgxclaim.go) on this
+	// PostgreSQL to claim mode's phase 1, in the same rounds as bare and
+	// real, and the report's real/pgx ratio.
+	PgxURL string
+	// NoWAL opens the real target's store without its write-ahead log
+	// (bolt.Options.NoWAL): every group its own bbolt commit.
+	NoWAL bool
 	// Dir is where the temporary data directory is created ("" = os.TempDir()).
 	Dir string
 	// Logger receives the program's progress lines (nil: discarded).
@@ -129,6 +139,9 @@ func (c Config) MaxRunTime() time.Duration {
 	targets := 2
 	if c.SkipBare {
 		targets = 1
+	}
+	if c.PgxURL != "" && c.Mode == ModeClaim {
+		targets++
 	}
 	total := time.Duration(targets) * (c.Warmup + c.Duration + time.Duration(c.Rounds)*c.RequestTimeout)
 	switch {

@@ -13,6 +13,14 @@ import (
 // RatioTarget is the issue's goal: real at least half of bare at 64 connections.
 const RatioTarget = 0.5
 
+// PgxRatioTarget is issue 32's goal for claims at 64 connections: the
+// durable path at least 1.5 times the pgx claim service (1.0 at one
+// connection).
+const PgxRatioTarget = 1.5
+
+// PgxRatioTarget1 is the goal at one connection.
+const PgxRatioTarget1 = 1.0
+
 // Report is what one Run measured. Durations are in milliseconds.
 type Report struct {
 	// Mode is ModeClaim or ModeWebhook.
@@ -31,6 +39,9 @@ type Report struct {
 	Targets []TargetResult `json:"targets"`
 	// RealOverBare is real's claims/s over bare's; 0 when bare was skipped.
 	RealOverBare float64 `json:"real_over_bare,omitempty"`
+	// RealOverPgx is real's claims/s over the pgx claim service's; 0 when
+	// it did not run.
+	RealOverPgx float64 `json:"real_over_pgx,omitempty"`
 	// DurableOverVerify is webhook mode's ratio: the durable route's req/s
 	// over the verify-only route's; 0 when verify-only was skipped.
 	DurableOverVerify float64 `json:"durable_over_verify,omitempty"`
@@ -206,6 +217,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		verdict = r.unsafe(verdict)
 		fmt.Fprintf(&b, "real/bare: %.2f (target >= %.2f: %s)\n", r.RealOverBare, RatioTarget, verdict)
+	}
+	if r.RealOverPgx > 0 {
+		target, at := PgxRatioTarget, "64 connections"
+		if r.Conns == 1 {
+			target, at = PgxRatioTarget1, "1 connection"
+		}
+		verdict := "met"
+		if r.RealOverPgx < target {
+			verdict = "MISSED"
+		}
+		verdict = r.unsafe(verdict)
+		fmt.Fprintf(&b, "real/pgx: %.2f (issue 32's target at %s >= %.2f: %s)\n", r.RealOverPgx, at, target, verdict)
 	}
 	if rl := r.Relay; rl != nil {
 		pace := "unlimited"

@@ -53,7 +53,18 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			}
 		}()
 	}
-	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, now: cfg.Now}, cfg.Logger)
+	var pg *pgxTarget
+	if cfg.PgxURL != "" {
+		if pg, err = startPgx(ctx, cfg.PgxURL, cfg.Conns, cfg.Now, func(h http.Handler) (*httpServer, error) { return serve(h, cfg.Logger) }); err != nil {
+			return nil, fmt.Errorf("httpload: pgx target: %w", err)
+		}
+		defer func() {
+			if cerr := pg.close(context.WithoutCancel(ctx)); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("httpload: close pgx target: %w", cerr))
+			}
+		}()
+	}
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, now: cfg.Now}, cfg.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("httpload: real target: %w", err)
 	}
@@ -67,7 +78,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			return rep, fmt.Errorf("httpload: before load: %w", err)
 		}
 	}
-	return rep, measure(ctx, cfg, bare, rt, rep)
+	return rep, measure(ctx, cfg, bare, pg, rt, rep)
 }
 
 // claim is phase 1's op: one claim that inserts a row.
@@ -76,14 +87,16 @@ func claim(ctx context.Context, w *worker, phase string, seq int) error {
 }
 
 // measure runs phase 1 (bare when given, and real, in rounds) and phase 2.
-func measure(ctx context.Context, cfg Config, bare *httpServer, rt *realTarget, rep *Report) error {
+func measure(ctx context.Context, cfg Config, bare *httpServer, pg *pgxTarget, rt *realTarget, rep *Report) error {
 	log := cfg.Logger
 	bareClient := newClient(cfg.Conns, cfg.RequestTimeout)
 	defer bareClient.CloseIdleConnections()
+	pgClient := newClient(cfg.Conns, cfg.RequestTimeout)
+	defer pgClient.CloseIdleConnections()
 	realClient := newClient(cfg.Conns, cfg.RequestTimeout)
 	defer realClient.CloseIdleConnections()
 
-	var bareRes, realRes phaseResult
+	var bareRes, pgRes, realRes phaseResult
 	var boltSum bolt.Stats
 	var boltWall time.Duration
 	perRound := cfg.Duration / time.Duration(cfg.Rounds)
@@ -104,6 +117,12 @@ func measure(ctx context.Context, cfg Config, bare *httpServer, rt *realTarget, 
 			log.Info("measuring", "target", TargetBare, "round", r, "conns", cfg.Conns, "warmup", s.warmup, "duration", s.duration)
 			bareRes.add(drive(ctx, s))
 		}
+		if pg != nil {
+			s := spec
+			s.name, s.base, s.client = TargetPgx+suffix, pg.http.url, pgClient
+			log.Info("measuring", "target", TargetPgx, "round", r, "conns", cfg.Conns, "warmup", s.warmup, "duration", s.duration)
+			pgRes.add(drive(ctx, s))
+		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("httpload: %w", err)
 		}
@@ -121,10 +140,21 @@ func measure(ctx context.Context, cfg Config, bare *httpServer, rt *realTarget, 
 	if bare != nil {
 		rep.Targets = append(rep.Targets, targetResult(TargetBare, cfg.Conns, 1, bareRes))
 	}
+	var pgTR TargetResult
+	if pg != nil {
+		pgTR = targetResult(TargetPgx, cfg.Conns, 1, pgRes)
+		rep.Targets = append(rep.Targets, pgTR)
+	}
 	realTR := targetResult(TargetReal, cfg.Conns, 1, realRes)
 	rep.Targets = append(rep.Targets, realTR)
+	if pg != nil && pgTR.OpsPerSec > 0 {
+		rep.RealOverPgx = realTR.OpsPerSec / pgTR.OpsPerSec
+		if n, err := pg.rows(ctx); err != nil || n < int64(pgTR.Ops) {
+			return fmt.Errorf("httpload: pgx table holds %d rows after %d acknowledged claims (%v)", n, pgTR.Ops, err)
+		}
+	}
 	rep.Bolt = boltStats(boltSum, boltWall)
-	if bare != nil && rep.Targets[0].OpsPerSec > 0 {
+	if bare != nil && rep.Targets[0].Target == TargetBare && rep.Targets[0].OpsPerSec > 0 {
 		rep.RealOverBare = realTR.OpsPerSec / rep.Targets[0].OpsPerSec
 	}
 	if cfg.LagDuration == 0 {

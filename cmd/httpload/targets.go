@@ -120,6 +120,8 @@ type realOptions struct {
 	apiLog bool
 	// unsafeNoSync: see Config.UnsafeNoSync.
 	unsafeNoSync bool
+	// noWAL: see Config.NoWAL.
+	noWAL bool
 	// stripeSecret, when set, registers the webhook routes as serve does
 	// (one Stripe endpoint, webhookEndpoint, for the tenant) and the
 	// verify-only route beside them (registerVerifyOnly), which serve never
@@ -153,7 +155,7 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	}
 	r.token = "tok_" + hex.EncodeToString(tok)
 
-	if r.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: o.unsafeNoSync}); err != nil {
+	if r.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: o.unsafeNoSync, NoWAL: o.noWAL}); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	nopts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), log)

@@ -251,7 +251,7 @@ func runWebhook(ctx context.Context, cfg Config, rep *Report) (err error) {
 	}
 	secret := "whsec_" + hex.EncodeToString(sec)
 
-	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, stripeSecret: secret, deferRelay: true, now: cfg.Now}, log)
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, stripeSecret: secret, deferRelay: true, now: cfg.Now}, log)
 	if err != nil {
 		return fmt.Errorf("httpload: real target: %w", err)
 	}

@@ -71,7 +71,12 @@ func TestE2EDiskFull(t *testing.T) {
 	}
 	ns := natstest.Start(t, t.TempDir(), "", false) // the event stream lives elsewhere
 	cfg := writeStripeConfig(t, t.TempDir())
-	env := map[string]string{"E2E_TOKEN": e2eToken, "E2E_ADMIN": e2eAdmin, "E2E_STRIPE_SECRET": e2eStripeSecret}
+	// Without the write-ahead log: on a 4 MiB file system the log's
+	// segments and bbolt's growth compete for the last megabytes, and
+	// with the race detector's pace bbolt's batch commits did not get room
+	// back within the test's 20 s (issue 32's report). The log's own
+	// failure paths are ledger/bolt's TestIOFailureIsUnavailable/wal.
+	env := map[string]string{"E2E_TOKEN": e2eToken, "E2E_ADMIN": e2eAdmin, "E2E_STRIPE_SECRET": e2eStripeSecret, "RECONCILER_BOLT_WAL": "false"}
 	m := startMain(t, env, "serve", "--config", cfg, "--data", data, "--nats-url", ns.ClientURL(), "--http", "127.0.0.1:0")
 	addr := m.HTTPAddr()
 
@@ -230,7 +235,7 @@ func TestE2EDiskFull(t *testing.T) {
 			break
 		}
 		if time.Now().After(until) {
-			t.Fatalf("/readyz still failing after space was freed: %v", health)
+			t.Fatalf("/readyz still failing after space was freed: %v\nlog:\n%s", health, m.stderr.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -284,7 +284,7 @@ func (m *Main) openStore(ctx context.Context) (ledger.Store, error) {
 	cfg := m.Config
 	var st ledger.Store
 	if cfg.UsesBolt() {
-		b, err := bolt.Open(cfg.BoltPath(), bolt.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "bolt")})
+		b, err := bolt.Open(cfg.BoltPath(), bolt.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "bolt"), NoWAL: !cfg.BoltWAL})
 		if err != nil {
 			return nil, err
 		}

@@ -25,12 +25,19 @@ type BackupInfo struct {
 // between writes.
 func (s *Store) Backup(ctx context.Context, w io.Writer, start func(BackupInfo) error) (BackupInfo, error) {
 	var info BackupInfo
-	err := s.view(ctx, func(tx *boltTx) error {
+	// With the write-ahead log, bbolt first takes every write acknowledged
+	// before the backup began; the copy is then bbolt's file alone (its
+	// wal_index says which log records it holds), read below without the
+	// log's layers so that the counts describe the copy.
+	if err := s.Flush(ctx); err != nil {
+		return info, fmt.Errorf("backup: %w", err)
+	}
+	err := s.viewBolt(ctx, func(tx *boltTx) error {
 		m := tx.bucket(bucketMeta)
 		for _, st := range allStatuses {
 			info.Rows += readCount(m, st)
 		}
-		info.Outbox = int64(tx.bucket(bucketOutbox).Stats().KeyN)
+		info.Outbox = int64(tx.bucket(bucketOutbox).KeyN())
 		info.Bytes = tx.tx.Size()
 		if start != nil {
 			if err := start(info); err != nil {

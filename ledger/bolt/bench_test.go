@@ -204,7 +204,7 @@ func BenchmarkBatchBaseline(b *testing.B) {
 							return err
 						}
 					}
-					return addCount(tx.Bucket(bucketMeta), r.Status, 1)
+					return addCount(boltBucket{tx.Bucket(bucketMeta)}, r.Status, 1)
 				})
 			})
 		})
@@ -395,7 +395,7 @@ func bulkPut(db *bolt.DB, rows []ledger.Row, fill float64) error {
 		tx := newTx(nil, btx)
 		if fill > 0 {
 			for _, name := range allBuckets {
-				tx.bucket(name).FillPercent = fill
+				tx.bucket(name).(boltBucket).FillPercent = fill
 			}
 		}
 		for _, r := range rows {

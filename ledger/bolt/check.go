@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -53,7 +51,7 @@ func (tx *boltTx) checkConsistency(ctx context.Context) ([]error, error) {
 		return len(problems) < maxProblems
 	}
 	err := func() error {
-		b := func(name []byte) *bolt.Bucket { return tx.bucket(name) }
+		b := func(name []byte) kvBucket { return tx.bucket(name) }
 		if v := b(bucketMeta).Get(metaSchemaVersion); string(v) != strconv.Itoa(schemaVersion) {
 			report("meta: schema_version %q, want %d", v, schemaVersion)
 		}
@@ -119,7 +117,7 @@ func (tx *boltTx) checkConsistency(ctx context.Context) ([]error, error) {
 			want int
 		}{{bucketLocalIDs, rowsN}, {bucketKeys, keyedN}, {bucketDue, openN}, {bucketByTime, rowsN},
 			{bucketApprovals, approvalsN}, {bucketApprovalsDue, openApprovalsN}, {bucketApprovalsByTenant, openApprovalsN}} {
-			if got := b(idx.name).Stats().KeyN; got != idx.want {
+			if got := b(idx.name).KeyN(); got != idx.want {
 				if !report("%s: %d entries, want %d (dangling entries)", idx.name, got, idx.want) {
 					return nil
 				}
@@ -156,7 +154,7 @@ func (tx *boltTx) checkConsistency(ctx context.Context) ([]error, error) {
 				}
 			}
 		}
-		if got := b(bucketInboxByTime).Stats().KeyN; got != inboxN {
+		if got := b(bucketInboxByTime).KeyN(); got != inboxN {
 			report("inbox_by_time: %d entries, want %d (dangling entries)", got, inboxN)
 		}
 

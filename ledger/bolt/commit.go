@@ -74,7 +74,29 @@ func (s *Store) write(ctx context.Context, fn func(*boltTx) error) error {
 // exits after Close once the queue is empty.
 func (s *Store) commitLoop() {
 	defer close(s.loopDone)
-	for range s.wake {
+	var tick <-chan time.Time
+	if s.wal != nil {
+		go s.syncLoop()
+		defer func() { // the syncer answers every group handed to it first
+			close(s.wal.syncQ)
+			<-s.wal.syncDone
+		}()
+		// The timer hands the log's writes to the flusher when the load
+		// is too light to fill a batch.
+		t := time.NewTicker(s.wal.flushEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-s.wake:
+			if s.wal != nil {
+				s.maybeFreeze(false) // merges what the syncer made durable
+			}
+		case <-tick:
+			s.maybeFreeze(true)
+			continue
+		}
 		for {
 			group, closed := s.take()
 			if len(group) == 0 {
@@ -83,7 +105,11 @@ func (s *Store) commitLoop() {
 				}
 				break
 			}
-			s.commitGroup(group)
+			if s.wal != nil {
+				s.commitGroupWAL(group)
+			} else {
+				s.commitGroup(group)
+			}
 		}
 	}
 }

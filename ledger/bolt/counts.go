@@ -22,7 +22,7 @@ var (
 
 func countKey(s ledger.Status) []byte { return []byte(countKeyBase + string(s)) }
 
-func readCount(m *bolt.Bucket, s ledger.Status) int64 {
+func readCount(m kvBucket, s ledger.Status) int64 {
 	v := m.Get(countKey(s))
 	if len(v) != 8 {
 		return 0
@@ -30,7 +30,7 @@ func readCount(m *bolt.Bucket, s ledger.Status) int64 {
 	return int64(binary.BigEndian.Uint64(v))
 }
 
-func addCount(m *bolt.Bucket, s ledger.Status, delta int64) error {
+func addCount(m kvBucket, s ledger.Status, delta int64) error {
 	n := readCount(m, s) + delta
 	if n < 0 {
 		return fmt.Errorf("row count of %s would go negative", s)

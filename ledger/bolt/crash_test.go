@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,9 +31,16 @@ import (
 const (
 	crashEnvDB    = "RECONCILER_BOLT_CRASH_DB"
 	crashEnvStart = "RECONCILER_BOLT_CRASH_START"
-	crashWorkers  = 16
-	crashKills    = 24
-	crashTenant   = "acme"
+	// crashEnvWAL opens the child's store with the write-ahead log, tiny
+	// segments and a short flush interval, so kills land in batch commits
+	// and log truncations; crashEnvAt ("point:n") makes the child kill
+	// itself at the n-th pass of a crash point (flush-start: a moment
+	// later, inside bbolt's commit; truncate: between segment removals).
+	crashEnvWAL  = "RECONCILER_BOLT_CRASH_WAL"
+	crashEnvAt   = "RECONCILER_BOLT_CRASH_AT"
+	crashWorkers = 16
+	crashKills   = 24
+	crashTenant  = "acme"
 )
 
 // Ack levels, in the order the child reaches them for one key.
@@ -50,6 +58,12 @@ func TestCrash(t *testing.T) {
 	if os.Getenv(crashEnvDB) != "" {
 		t.Skip("this is the crash child")
 	}
+	t.Run("bbolt", func(t *testing.T) { testCrash(t, false) })
+	t.Run("wal", func(t *testing.T) { testCrash(t, true) })
+}
+
+func testCrash(t *testing.T, wal bool) {
+	clear(crashHits)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -59,7 +73,7 @@ func TestCrash(t *testing.T) {
 	start := 0
 	var totalAcks int
 	for round := range crashKills {
-		lines, stderr, err := runAndKill(t, path, start, rng)
+		lines, stderr, err := runAndKill(t, path, start, rng, wal)
 		if err != nil {
 			t.Fatalf("round %d: %v\nchild stderr:\n%s", round, err, stderr)
 		}
@@ -74,23 +88,43 @@ func TestCrash(t *testing.T) {
 		// The next child starts a little behind this one's frontier, so it
 		// re-runs the keys that were in flight at the kill.
 		start = max(0, maxIdx-crashWorkers)
-		verifyCrashFile(t, path, acked, round)
+		verifyCrashFile(t, path, acked, round, wal)
 	}
 	if totalAcks == 0 {
 		t.Fatal("no child acknowledged anything: the test proved nothing")
 	}
 	t.Logf("%d kills, %d acknowledged operations over %d keys", crashKills, totalAcks, len(acked))
+	if wal {
+		t.Logf("kills at crash points: %v", crashHits)
+		if crashHits["flush-start"] == 0 || crashHits["truncate"] == 0 {
+			t.Errorf("no kill inside a batch commit or a log truncation (%v): rerun; the seed is above", crashHits)
+		}
+	}
 }
 
 type ackLine struct{ idx, level int }
 
+// crashHits counts the children that killed themselves at each crash
+// point (the WAL rounds); only the test goroutine's reader writes it.
+var crashHits = map[string]int{}
+
 // runAndKill starts a child at key index start and SIGKILLs it at a random
 // moment: most rounds while it is acknowledging writes, some while it is
 // still opening (recovering) the file.
-func runAndKill(t *testing.T, path string, start int, rng *rand.Rand) ([]ackLine, string, error) {
+func runAndKill(t *testing.T, path string, start int, rng *rand.Rand, wal bool) ([]ackLine, string, error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashEnvDB+"="+path, crashEnvStart+"="+strconv.Itoa(start))
+	selfKill := false
+	if wal {
+		cmd.Env = append(cmd.Env, crashEnvWAL+"=1")
+		switch rng.IntN(3) {
+		case 1:
+			cmd.Env, selfKill = append(cmd.Env, crashEnvAt+"=flush-start:"+strconv.Itoa(1+rng.IntN(5))), true
+		case 2:
+			cmd.Env, selfKill = append(cmd.Env, crashEnvAt+"=truncate:"+strconv.Itoa(1+rng.IntN(8))), true
+		}
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -116,6 +150,8 @@ func runAndKill(t *testing.T, path string, start int, rng *rand.Rand) ([]ackLine
 			if ok {
 				lines = append(lines, l)
 				once.Do(func() { close(first) })
+			} else if point, ok := strings.CutPrefix(sc.Text(), "HIT "); ok {
+				crashHits[point]++
 			} else if strings.HasPrefix(sc.Text(), "ERR") {
 				bad = append(bad, sc.Text())
 			}
@@ -125,7 +161,15 @@ func runAndKill(t *testing.T, path string, start int, rng *rand.Rand) ([]ackLine
 		readErr <- sc.Err()
 	}()
 
-	if rng.IntN(5) == 0 {
+	if selfKill {
+		// The child kills itself at its crash point; the parent kills
+		// it only if it never gets there.
+		select {
+		case <-first:
+		case <-time.After(30 * time.Second):
+		}
+		time.Sleep(2 * time.Second)
+	} else if rng.IntN(5) == 0 {
 		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // during start-up or open
 	} else {
 		select {
@@ -144,6 +188,9 @@ func runAndKill(t *testing.T, path string, start int, rng *rand.Rand) ([]ackLine
 	if len(bad) > 0 {
 		return nil, stderr.String(), fmt.Errorf("child failed: %s", strings.Join(bad, "; "))
 	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); selfKill && ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		killErr = nil // it killed itself at its crash point
+	}
 	if killErr != nil || cmd.ProcessState.Success() {
 		return nil, stderr.String(), fmt.Errorf("child ended before the kill (wait: %v)", waitErr)
 	}
@@ -161,10 +208,10 @@ func parseAck(s string) (ackLine, bool) {
 }
 
 // verifyCrashFile reopens the file the killed child left and checks it.
-func verifyCrashFile(t *testing.T, path string, acked map[int]int, round int) {
+func verifyCrashFile(t *testing.T, path string, acked map[int]int, round int, wal bool) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(path, Options{LockTimeout: 5 * time.Second})
+	s, err := Open(path, Options{LockTimeout: 5 * time.Second, NoWAL: !wal})
 	if err != nil {
 		t.Fatalf("round %d: reopen: %v", round, err)
 	}
@@ -251,7 +298,31 @@ func TestCrashChild(t *testing.T) {
 	}
 	// The parent waits for this process to die before reopening, but
 	// the kernel may release the lock a moment after the exit is reported.
-	s, err := Open(path, Options{LockTimeout: 10 * time.Second})
+	opts := Options{LockTimeout: 10 * time.Second, NoWAL: os.Getenv(crashEnvWAL) != "1"}
+	if os.Getenv(crashEnvWAL) == "1" {
+		opts.WALSegmentSize, opts.WALFlushInterval = 16<<10, 2*time.Millisecond
+		if at := os.Getenv(crashEnvAt); at != "" {
+			point, nth, _ := strings.Cut(at, ":")
+			n, _ := strconv.Atoi(nth)
+			var seen atomic.Int64
+			opts.crashHook = func(p string) {
+				if p != point || seen.Add(1) != int64(n) {
+					return
+				}
+				kill := func() {
+					os.Stdout.WriteString("HIT " + p + "\n")
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+				if p == "flush-start" {
+					// A moment later: inside bbolt's commit of the batch.
+					time.AfterFunc(time.Duration(rand.IntN(3000))*time.Microsecond, kill)
+					return
+				}
+				kill()
+			}
+		}
+	}
+	s, err := Open(path, opts)
 	if err != nil {
 		fail("open: %v", err)
 	}

@@ -4,8 +4,9 @@
 // ingest, escalate, reschedule, redrive) inside it, so the rules are
 // ledger's, not ours.
 //
-// Imports: the standard library, ledger, go.etcd.io/bbolt and
-// go-json-experiment/json (encoding/json's format on a faster engine; json.go) only.
+// Imports: the standard library, ledger, go.etcd.io/bbolt,
+// go-json-experiment/json (encoding/json's format on a faster engine;
+// json.go) and tidwall/btree (the write-ahead log's in-memory layers) only.
 //
 // # Layout
 //
@@ -35,6 +36,7 @@
 //	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key)
 //	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned))
 //	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
+//	               wal_index                            → the last log record bbolt holds, 8-byte big-endian
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)
 //	               rows_counted                         → "1" once a file has counts
 //	               retention_indexed                    → "1" once settled and compensations are built
@@ -82,24 +84,90 @@
 // commit and a caller must never be told it did not.
 //
 // Reads (Get, List, Due, PendingEvents, ListFreezes, GetTool, ListTools,
-// GetApproval, ListApprovals, CountRows, CheckConsistency, ExpiredRows,
-// Backup) are bbolt read
-// transactions on the last committed snapshot and never queue behind the
-// committer. bbolt options: the map freelist and NoFreelistSync (the
+// GetApproval, ListApprovals, CountRows, CheckConsistency, ExpiredRows)
+// are bbolt read transactions on the last committed snapshot (with the log,
+// under its durable layers) and never queue behind the committer; Backup
+// first has bbolt take every acknowledged write (Flush), then copies one
+// bbolt read transaction. bbolt options: the map freelist and NoFreelistSync (the
 // freelist is rebuilt on open instead of written on every commit), and a
 // 1 GiB initial memory map so a growing file does not remap, which would
 // wait for every open read transaction.
 //
+// # Write-ahead log
+//
+// By default (Options.NoWAL off; `bolt_wal` in the service's config) a
+// write-ahead log sits in front of the file, as etcd puts one in front of
+// bbolt: a bbolt commit costs two fdatasyncs and a page write for every
+// B+tree page the group dirtied (about 4.5 per claim, random), where the
+// log costs one sequential write and one fdatasync per batch of groups.
+//
+//   - The committer runs a group's ops as above, but over a bbolt read
+//     transaction under layers of writes bbolt does not hold yet (kv.go:
+//     ordered maps per bucket, newest first, a tombstone per delete; a
+//     merged cursor walks them with bbolt's cursor). The group's writes
+//     collect in its own layer; an op that fails after writing discards
+//     it and the group re-runs without that op, as before.
+//   - The group's layer becomes one log record (every key's last write, the
+//     bucket sequences) handed to the syncer goroutine, and the committer
+//     starts the next group at once, on top of the groups not yet durable.
+//     The syncer writes every record queued meanwhile, fdatasyncs once, and
+//     only then answers their callers, in order; a group that wrote nothing
+//     is answered with the records queued before it, so no answer ever
+//     rests on a write that is not durable.
+//   - Readers (view) see bbolt's last commit under the durable layers only:
+//     a write is visible once it is acknowledged, never before. The layers
+//     and the read transaction are taken together under one mutex, so the
+//     flusher dropping a layer bbolt now holds is never half seen.
+//   - The committer freezes the layer it adds groups to every
+//     WALFlushInterval (200 ms) or WALFlushBytes (1 MiB), and the flusher
+//     goroutine commits each frozen layer into bbolt in one transaction,
+//     each bucket's keys in order, together with wal_index, the last record
+//     it holds (etcd's consistent index); then it drops the layer and the
+//     log segments whose records are all at or below wal_index. Past 8 MiB
+//     waiting, the committer waits for the flusher (bounded memory: bbolt
+//     holds a transaction's dirty pages in memory until it commits).
+//   - The log (wallog.go) is a directory beside the file, reconciler.db.wal,
+//     of segments named by their first record's index. Each record carries
+//     its length, index and a CRC-32C. A segment is zero-filled and fsynced
+//     before use (the next one in the background), so a record's fdatasync
+//     writes data only, not a file size. Open replays the records after
+//     wal_index into bbolt in one commit, cuts a torn tail (the last
+//     segment's only), refuses a log damaged anywhere else, and starts an
+//     empty log. Close flushes everything into bbolt and removes the log.
+//
+// Files from before the log open as they are (no wal_index: the log starts
+// at 1). A store opened with NoWAL replays and removes a log it finds, so
+// switching either way loses nothing; a build older than the log would
+// ignore one left by a crash, so open the file with this build first.
+// Store.Flush waits until bbolt holds every write acknowledged before it
+// (a copy of the bbolt file taken then is complete). A batch never spans
+// segments; when the next segment cannot be created (a full disk), nothing
+// was written: that batch's groups and every group decided on top of them
+// fail with ErrUnavailable, the committer starts again from durable state,
+// and the log goes on once there is room. A failed write or fdatasync
+// inside a segment fails every later write until restart (what reached the
+// disk is unknown). A failed bbolt batch is logged and retried, the writes
+// staying durable in the log; while it fails and more than 8 MiB wait, new
+// groups fail with ErrUnavailable (503s) rather than wait. Both feed the
+// write-health episode of fault.go (/readyz). Durability is tested by TestCrash/wal
+// (SIGKILLs, also inside batch commits and between segment removals) and
+// TestPowerLoss (a file layer that drops every byte not fsynced).
+//
 // # Concurrency
 //
 // Operating the file (docs/architecture.md §15): retention.go deletes
-// expired rows, backup.go streams a copy from one read transaction,
-// offline.go checks, restores and compacts a file no node holds, and
-// fault.go keeps what the store knows of failing commits (a full disk).
+// expired rows, backup.go streams a copy from one read transaction (after
+// Flush: with the log, the copy holds every write acknowledged before the
+// backup began, and its wal_index), offline.go checks, restores and
+// compacts a file no node holds (restore removes the replaced file's log:
+// its records belong to the old file; check and compact replay a log left
+// by a crash first), and fault.go keeps what the store knows of failing
+// commits (a full disk).
 //
-// A Store is safe for concurrent use. Its one goroutine, the committer, is
-// started by Open and stopped by Close, which first lets it commit every op
-// queued before Close. Notify's channel (buffer 1) is signalled without
+// A Store is safe for concurrent use. Its goroutines — the committer, and
+// with the log the syncer and the flusher (and the zero-filling of the next
+// segment) — are started by Open and stopped by Close, which first lets the
+// committer commit every op queued before Close. Notify's channel (buffer 1) is signalled without
 // blocking from tx.OnCommit of a commit that appended outbox records. After
 // Close every method returns an error wrapping ledger.ErrUnavailable, as do
 // bbolt I/O failures.

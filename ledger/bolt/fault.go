@@ -108,6 +108,11 @@ func (s *Store) noteCommit(err error) {
 // episode of failing commits is (ErrDiskFull in its chain for a full
 // disk), and since when.
 func (s *Store) WriteErr() error {
+	if s.wal != nil {
+		if e := s.wal.logErr.Load(); e != nil {
+			return fmt.Errorf("bolt: %s: the write-ahead log failed; writes fail until restart: %w", s.path, *e)
+		}
+	}
 	h := &s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -130,6 +135,9 @@ func (s *Store) Writable(ctx context.Context) error {
 		h.lastProbe = time.Now()
 	}
 	h.mu.Unlock()
+	if s.wal != nil && s.wal.logErr.Load() != nil {
+		return s.WriteErr() // the log failed: no probe can bring it back
+	}
 	if !failing {
 		return nil
 	}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -19,6 +18,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // mustOpen opens a store in a fresh temp dir and closes it when the test ends.
 func mustOpen(tb testing.TB, opts Options) *Store {
 	tb.Helper()
+	if os.Getenv("BOLT_TEST_NOWAL") == "1" {
+		opts.NoWAL = true // the whole package's tests on the store without its log
+	}
 	s, err := Open(filepath.Join(tb.TempDir(), "ledger.db"), opts)
 	if err != nil {
 		tb.Fatalf("open: %v", err)
@@ -51,12 +53,13 @@ func mustClaim(tb testing.TB, s *Store, req ledger.ClaimRequest, at time.Time) l
 	return res
 }
 
-// rawKeys lists the keys of a bucket as strings, read straight from bbolt.
+// rawKeys lists the keys of a bucket as strings, read straight from the
+// store's buckets (with the log: its layers over bbolt).
 func rawKeys(tb testing.TB, s *Store, bucket []byte) []string {
 	tb.Helper()
 	var out []string
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+	err := s.view(context.Background(), func(tx *boltTx) error {
+		return tx.bucket(bucket).ForEach(func(k, _ []byte) error {
 			out = append(out, string(k))
 			return nil
 		})
@@ -67,12 +70,12 @@ func rawKeys(tb testing.TB, s *Store, bucket []byte) []string {
 	return out
 }
 
-// rawGet reads one value straight from bbolt (a copy).
+// rawGet reads one value straight from the store's buckets (a copy).
 func rawGet(tb testing.TB, s *Store, bucket, key []byte) []byte {
 	tb.Helper()
 	var v []byte
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		v = cloneBytes(tx.Bucket(bucket).Get(key))
+	if err := s.view(context.Background(), func(tx *boltTx) error {
+		v = cloneBytes(tx.bucket(bucket).Get(key))
 		return nil
 	}); err != nil {
 		tb.Fatalf("view: %v", err)
@@ -81,6 +84,15 @@ func rawGet(tb testing.TB, s *Store, bucket, key []byte) []byte {
 		return nil
 	}
 	return v
+}
+
+// mustFlush commits everything the log holds into bbolt, so a test can
+// change the file underneath (no-op without the log).
+func mustFlush(tb testing.TB, s *Store) {
+	tb.Helper()
+	if err := s.Flush(context.Background()); err != nil {
+		tb.Fatalf("flush: %v", err)
+	}
 }
 
 func mustConsistent(tb testing.TB, s *Store) {

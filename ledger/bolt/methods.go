@@ -173,7 +173,7 @@ func (s *Store) eventsAfter(ctx context.Context, after uint64, limit int) ([]led
 func (s *Store) CountEvents(ctx context.Context) (int, error) {
 	var n int
 	err := s.view(ctx, func(tx *boltTx) error {
-		n = tx.bucket(bucketOutbox).Stats().KeyN
+		n = tx.bucket(bucketOutbox).KeyN()
 		return nil
 	})
 	if err != nil {

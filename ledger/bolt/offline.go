@@ -299,6 +299,13 @@ func Restore(ctx context.Context, from, path string, force bool) (FileReport, er
 	if err := copyFile(ctx, from, tmp); err != nil {
 		return rep, fmt.Errorf("restore: %w", err)
 	}
+	// The replaced file's write-ahead log holds records of that file's
+	// history: replayed onto the copy they would corrupt it. It goes
+	// before the copy takes the name (a crash between leaves the old file
+	// without its log's last writes, which --force was replacing anyway).
+	if err := removeLogDir(osFS{}, walDir(path)); err != nil {
+		return rep, fmt.Errorf("restore: remove %s: %w", walDir(path), err)
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		return rep, fmt.Errorf("restore: %w", err)
 	}

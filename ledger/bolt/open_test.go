@@ -182,22 +182,44 @@ func TestEveryMethodUnavailableAfterClose(t *testing.T) {
 }
 
 func TestIOFailureIsUnavailable(t *testing.T) {
-	ctx := context.Background()
-	var file *os.File
-	s, err := Open(filepath.Join(t.TempDir(), "reconciler.db"), Options{
-		openFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
-			f, err := os.OpenFile(name, flag, mode)
-			file = f
-			return f, err
-		},
+	t.Run("bbolt", func(t *testing.T) {
+		var file *os.File
+		s, err := Open(filepath.Join(t.TempDir(), "reconciler.db"), Options{
+			NoWAL: true,
+			openFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, mode)
+				file = f
+				return f, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		// The disk goes away under the store: every page write now fails.
+		checkIOFailure(t, s, func() error { return file.Close() })
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	t.Run("wal", func(t *testing.T) {
+		fs := newFaultFS()
+		s, err := Open(filepath.Join(t.TempDir(), "reconciler.db"), Options{walFS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		// The log's disk goes away: every write and fsync now fails.
+		checkIOFailure(t, s, func() error {
+			fs.mu.Lock()
+			defer fs.mu.Unlock()
+			fs.cut = true
+			return nil
+		})
+	})
+}
+
+func checkIOFailure(t *testing.T, s *Store, fail func() error) {
+	ctx := context.Background()
 	mustClaim(t, s, claimReq("acme", "", "run_1", 1), t0)
-	// The disk goes away under the store: every page write now fails.
-	if err := file.Close(); err != nil {
+	if err := fail(); err != nil {
 		t.Fatal(err)
 	}
 	c, err := ledger.NewClaim(claimReq("acme", "", "run_1", 2), s.policy, t0)

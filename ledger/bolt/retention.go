@@ -354,10 +354,10 @@ func checkRetentionIndexes(tx *boltTx, report func(string, ...any) bool) {
 			}
 		}
 	}
-	if got := settled.Stats().KeyN; got != settledN {
+	if got := settled.KeyN(); got != settledN {
 		report("settled: %d entries, want %d (dangling entries)", got, settledN)
 	}
-	if got := comps.Stats().KeyN; got != compN {
+	if got := comps.KeyN(); got != compN {
 		report("compensations: %d entries, want %d (dangling entries)", got, compN)
 	}
 }

@@ -151,9 +151,9 @@ func TestBusinessKeyAcrossTenants(t *testing.T) {
 		t.Fatalf("two tenants share local id %s", a.Row.MetadataLocalID)
 	}
 	var tenants []string
-	if err := s.db.View(func(btx *bolt.Tx) error {
+	if err := s.view(context.Background(), func(tx *boltTx) error {
 		var err error
-		tenants, err = newTx(nil, btx).TenantsOfKey("cart-42")
+		tenants, err = tx.TenantsOfKey("cart-42")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -441,8 +441,8 @@ func TestOrphanParkedThenApplied(t *testing.T) {
 		t.Fatalf("orphans = %d, want 2", got)
 	}
 	var parked []ledger.Delivery
-	_ = s.db.View(func(btx *bolt.Tx) error {
-		parked, err = newTx(nil, btx).Orphans(lid)
+	_ = s.view(ctx, func(tx *boltTx) error {
+		parked, err = tx.Orphans(lid)
 		return err
 	})
 	if len(parked) != 2 || parked[0].EventID != "evt_z" {
@@ -522,6 +522,7 @@ func TestCheckConsistencyFindsDamage(t *testing.T) {
 			s := mustOpen(t, Options{})
 			r := mustClaim(t, s, claimReq("acme", "", "run_1", 1), t0).Row
 			mustConsistent(t, s)
+			mustFlush(t, s)
 			if err := s.db.Update(func(tx *bolt.Tx) error { return tc.damage(tx, r) }); err != nil {
 				t.Fatal(err)
 			}
@@ -737,6 +738,7 @@ func TestCountRows(t *testing.T) {
 	mustConsistent(t, s)
 
 	// A file from before the counts existed is counted when it is opened.
+	mustFlush(t, s)
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		for _, st := range allStatuses {

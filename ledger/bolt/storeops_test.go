@@ -178,6 +178,7 @@ func TestRestoreRefuses(t *testing.T) {
 		for i := range 200 {
 			mustClaim(t, big, claimReq("acme", "d-"+strconv.Itoa(i), "run_1", i), t0)
 		}
+		mustFlush(t, big) // the rows in bbolt, where the backup copies them from
 		var root uint64
 		if err := big.db.View(func(tx *bolt.Tx) error {
 			root = uint64(tx.Bucket(bucketRows).Root())

@@ -21,7 +21,13 @@ type boltTx struct {
 	store   *Store
 	writes  int
 	wakeSet bool
-	buckets [len(allBuckets)]*bolt.Bucket
+	buckets [len(allBuckets)]kvBucket
+	// With the write-ahead log, tx is a bbolt read transaction and every
+	// bucket is seen through layers (newest first) of writes bbolt does
+	// not hold yet; a group's writes go to top (nil for a reader).
+	wal    bool
+	layers []*layer
+	top    *layer
 }
 
 var _ ledger.Tx = (*boltTx)(nil)
@@ -30,7 +36,7 @@ func newTx(s *Store, tx *bolt.Tx) *boltTx { return &boltTx{tx: tx, store: s} }
 
 // bucket returns a bucket handle, looked up once per transaction. Every
 // bucket is created by Open, so a missing one means a damaged file.
-func (t *boltTx) bucket(name []byte) *bolt.Bucket {
+func (t *boltTx) bucket(name []byte) kvBucket {
 	i := bucketIndex(name)
 	if b := t.buckets[i]; b != nil {
 		return b
@@ -39,8 +45,12 @@ func (t *boltTx) bucket(name []byte) *bolt.Bucket {
 	if b == nil {
 		panic(fmt.Sprintf("bolt: bucket %q missing", name))
 	}
-	t.buckets[i] = b
-	return b
+	var kb kvBucket = boltBucket{b}
+	if t.wal {
+		kb = &overlayBucket{i: i, layers: t.layers, base: b, top: t.top}
+	}
+	t.buckets[i] = kb
+	return kb
 }
 
 func bucketIndex(name []byte) int {
@@ -220,8 +230,12 @@ func (t *boltTx) AppendOutbox(e ledger.Event) error {
 	if !t.wakeSet && t.store != nil {
 		// OnCommit runs only if this bbolt transaction commits, so a
 		// rolled-back group never wakes the relay for records it lost.
+		// (With the log, the committer wakes it after the group's record
+		// is durable.)
 		t.wakeSet = true
-		t.tx.OnCommit(t.store.signalOutbox)
+		if !t.wal {
+			t.tx.OnCommit(t.store.signalOutbox)
+		}
 	}
 	return nil
 }

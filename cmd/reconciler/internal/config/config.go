@@ -33,6 +33,11 @@ type Config struct {
 	HTTP string `yaml:"http"`
 	// Store is "bolt" or a postgres:// URL.
 	Store string `yaml:"store" secret:"url"`
+	// BoltWAL puts the write-ahead log in front of the bbolt file (the
+	// default): a write is acknowledged after one sequential fdatasync of
+	// the log, and bbolt takes the writes in batches. false makes every
+	// group its own bbolt commit, as before.
+	BoltWAL bool `yaml:"bolt_wal"`
 	// NATSURL names an external NATS server (comma-separated URLs); empty runs an embedded one.
 	NATSURL string `yaml:"nats_url" secret:"url"`
 	// NATSListen is where the embedded NATS server listens.
@@ -285,6 +290,7 @@ func Default() Config {
 		Data:           "./data",
 		HTTP:           "127.0.0.1:8080",
 		Store:          "bolt",
+		BoltWAL:        true,
 		NATSListen:     "127.0.0.1:4222",
 		BodyLimit:      1 << 20,
 		LogLevel:       slog.LevelInfo,

@@ -55,6 +55,7 @@ var settings = []Setting{
 	{Key: "data", Usage: "directory of the bbolt file and the embedded NATS store"},
 	{Key: "http", Usage: "listen address of the API, webhooks and /metrics"},
 	{Key: "store", Usage: "bolt, or a postgres:// URL (many replicas, one database)"},
+	{Key: "bolt_wal", Usage: "bolt: acknowledge writes after one fdatasync of a write-ahead log, bbolt committing in batches (false: a bbolt commit per group)"},
 	{Key: "nats_url", Usage: "external NATS server with JetStream (comma-separated URLs); empty starts an embedded one"},
 	{Key: "nats_listen", Usage: "listen address of the embedded NATS server; one other hosts can reach needs tenants' nats_nkeys"},
 	{Key: "nats_listen_cert", Usage: "TLS certificate file (PEM) of the embedded NATS listener; with nats_listen_key, clients must use TLS"},

@@ -1,0 +1,124 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/ledger"
+)
+
+// TestClaimGrowth is the scale run of BENCHMARKS.md ("claims/s as the
+// ledger grows"): 64 goroutines claim fresh minted keys until the store
+// holds BOLT_GROWTH_ROWS rows, and every window of BOLT_GROWTH_WINDOW rows
+// (default 50,000) logs its claims/s, the file's bytes per row and the
+// process's RssAnon. BOLT_GROWTH_NOWAL=1 opens the store without its
+// write-ahead log; BOLT_GROWTH_DIR puts the file on another disk. Skipped
+// unless BOLT_GROWTH_ROWS is set: it runs for minutes. BOLT_GROWTH_HEAP
+// names a file for a heap profile taken at the end, under load.
+func TestClaimGrowth(t *testing.T) {
+	total, _ := strconv.Atoi(os.Getenv("BOLT_GROWTH_ROWS"))
+	if total <= 0 {
+		t.Skip("set BOLT_GROWTH_ROWS (e.g. 1000000) to run the scale run")
+	}
+	window := 50_000
+	if w, _ := strconv.Atoi(os.Getenv("BOLT_GROWTH_WINDOW")); w > 0 {
+		window = w
+	}
+	dir := os.Getenv("BOLT_GROWTH_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp(dir, "growth-"); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	path := filepath.Join(dir, "ledger.db")
+	s, err := Open(path, Options{Policy: ledger.DefaultPolicy(), NoWAL: os.Getenv("BOLT_GROWTH_NOWAL") == "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var next atomic.Int64
+	var failed atomic.Value
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= total {
+					return
+				}
+				res, err := s.Claim(ctx, benchClaim(t, i))
+				if err == nil && res.Decision != ledger.DecisionProceed {
+					err = fmt.Errorf("claim %d: %s", i, res.Decision)
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	start, mark, last := time.Now(), time.Now(), int64(0)
+	for {
+		time.Sleep(20 * time.Millisecond)
+		n := done.Load()
+		if err, _ := failed.Load().(error); err != nil {
+			t.Fatal(err)
+		}
+		if n-last >= int64(window) || n >= int64(total) {
+			el := time.Since(mark)
+			fi, _ := os.Stat(path)
+			var size int64
+			if fi != nil {
+				size = fi.Size()
+			}
+			t.Logf("rows %8d  claims/s %6.0f  file %5d B/row  RssAnon %s", n, float64(n-last)/el.Seconds(), size/max(n, 1), rssAnon())
+			mark, last = time.Now(), n
+		}
+		if n >= int64(total) {
+			if hp := os.Getenv("BOLT_GROWTH_HEAP"); hp != "" {
+				// The live heap under load, before Close frees it.
+				f, err := os.Create(hp)
+				if err == nil {
+					err = pprof.WriteHeapProfile(f)
+					_ = f.Close()
+				}
+				if err != nil {
+					t.Errorf("heap profile: %v", err)
+				}
+			}
+			break
+		}
+	}
+	wg.Wait()
+	t.Logf("%d rows in %s (%.0f claims/s overall)", total, time.Since(start).Round(time.Second), float64(total)/time.Since(start).Seconds())
+}
+
+// rssAnon reads the process's anonymous resident memory (Linux).
+func rssAnon() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "RssAnon:") {
+			return strings.Join(strings.Fields(l)[1:], " ")
+		}
+	}
+	return "?"
+}
