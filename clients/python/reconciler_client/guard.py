@@ -209,9 +209,12 @@ def guarded_tool(
             return claim, model_args
 
         def context(key: str, local_id: str) -> GuardContext:
+            # do() hands call() the vendor key as ``key``; the context
+            # carries the ledger's key and the vendor's apart.
             row = current_attempt_row()
             vk = row.raw.get("vendor_key") if row is not None else None
-            return GuardContext(key=key, vendor_key=vk if isinstance(vk, str) and vk else key, local_id=local_id)
+            ledger_key = row.key if row is not None and row.key else key
+            return GuardContext(key=ledger_key, vendor_key=vk if isinstance(vk, str) and vk else key, local_id=local_id)
 
         def call_kwargs(model_args: Dict[str, Any], ctx: GuardContext) -> Dict[str, Any]:
             kw = dict(model_args)
