@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -65,41 +64,9 @@ func (t *boltTx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRec
 // PruneIdempotency forgets the Idempotency-Key records last written before
 // cutoff, pruneChunk per group commit, and returns how many it removed.
 func (s *Store) PruneIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
-	limit := timeKey(cutoff)
-	total := 0
-	for {
-		var n int
-		err := s.write(ctx, func(tx *boltTx) error {
-			n = 0
-			byTime, b := tx.bucket(bucketIdempotencyByTime), tx.bucket(bucketIdempotency)
-			var keys [][]byte
-			c := byTime.Cursor()
-			for k, _ := c.First(); k != nil && len(keys) < pruneChunk; k, _ = c.Next() {
-				if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) >= limit {
-					break
-				}
-				keys = append(keys, cloneBytes(k))
-			}
-			if len(keys) > 0 {
-				tx.writes++
-			}
-			for _, k := range keys {
-				if err := byTime.Delete(k); err != nil {
-					return err
-				}
-				if err := b.Delete(k[8:]); err != nil {
-					return err
-				}
-			}
-			n = len(keys)
-			return nil
-		})
-		if err != nil {
-			return total, fmt.Errorf("prune idempotency records: %w", err)
-		}
-		total += n
-		if n < pruneChunk {
-			return total, nil
-		}
+	n, err := s.pruneByTime(ctx, bucketIdempotencyByTime, bucketIdempotency, cutoff)
+	if err != nil {
+		return n, fmt.Errorf("prune idempotency records: %w", err)
 	}
+	return n, nil
 }

@@ -17,13 +17,25 @@ const pruneChunk = 2048
 // PruneInbox walks inbox_by_time from the oldest entry and removes every
 // event first seen before cutoff, pruneChunk per group commit.
 func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
+	n, err := s.pruneByTime(ctx, bucketInboxByTime, bucketInbox, cutoff)
+	if err != nil {
+		return n, fmt.Errorf("prune inbox: %w", err)
+	}
+	return n, nil
+}
+
+// pruneByTime walks a time index (8-byte big-endian time, then the main
+// bucket's key) from its oldest entry and deletes every entry before
+// cutoff from both buckets, pruneChunk per group commit, so the
+// committer is never held for long. It returns how many it removed.
+func (s *Store) pruneByTime(ctx context.Context, index, main []byte, cutoff time.Time) (int, error) {
 	limit := timeKey(cutoff)
 	total := 0
 	for {
 		var n int
 		err := s.write(ctx, func(tx *boltTx) error {
 			n = 0
-			byTime, in := tx.bucket(bucketInboxByTime), tx.bucket(bucketInbox)
+			byTime, b := tx.bucket(index), tx.bucket(main)
 			var keys [][]byte
 			c := byTime.Cursor()
 			for k, _ := c.First(); k != nil && len(keys) < pruneChunk; k, _ = c.Next() {
@@ -39,7 +51,7 @@ func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
 				if err := byTime.Delete(k); err != nil {
 					return err
 				}
-				if err := in.Delete(k[8:]); err != nil {
+				if err := b.Delete(k[8:]); err != nil {
 					return err
 				}
 			}
@@ -47,7 +59,7 @@ func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
 			return nil
 		})
 		if err != nil {
-			return total, fmt.Errorf("prune inbox: %w", err)
+			return total, err
 		}
 		total += n
 		if n < pruneChunk {
