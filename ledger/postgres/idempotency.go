@@ -86,27 +86,8 @@ func (s *Store) PruneIdempotency(ctx context.Context, cutoff time.Time) (int, er
 	if err := s.pruneMarkers(ctx); err != nil {
 		return 0, err
 	}
-	total := 0
-	for {
-		var n int
-		err := s.run(ctx, true, func(tx *pgTx) error {
-			tag, err := tx.q.Exec(ctx, `DELETE FROM idempotency WHERE (scope, key_hash) IN (
-				SELECT scope, key_hash FROM idempotency WHERE at < $1 ORDER BY at LIMIT $2)`,
-				micros(cutoff), pruneChunk)
-			if err != nil {
-				return dbErr("prune idempotency records", err)
-			}
-			n = int(tag.RowsAffected())
-			return nil
-		})
-		if err != nil {
-			return total, fmt.Errorf("prune idempotency records: %w", err)
-		}
-		total += n
-		if n < pruneChunk {
-			return total, nil
-		}
-	}
+	return s.pruneChunks(ctx, "prune idempotency records", `DELETE FROM idempotency WHERE (scope, key_hash) IN (
+		SELECT scope, key_hash FROM idempotency WHERE at < $1 ORDER BY at LIMIT $2)`, cutoff)
 }
 
 // markerRetention is how long a commit marker is kept: far longer than a

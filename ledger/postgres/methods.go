@@ -20,21 +20,27 @@ const pruneChunk = 5000
 // PruneInbox deletes inbox records first seen before cutoff, oldest first,
 // pruneChunk per transaction, through the first_seen index: O(removed).
 func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
+	return s.pruneChunks(ctx, "prune inbox", `DELETE FROM inbox WHERE (vendor, event_id) IN (
+		SELECT vendor, event_id FROM inbox WHERE first_seen < $1 ORDER BY first_seen LIMIT $2)`, cutoff)
+}
+
+// pruneChunks runs query (its $1 the cutoff, $2 pruneChunk) one
+// transaction at a time until a run deletes fewer than pruneChunk rows,
+// and returns how many it deleted in all.
+func (s *Store) pruneChunks(ctx context.Context, what, query string, cutoff time.Time) (int, error) {
 	total := 0
 	for {
 		var n int
 		err := s.run(ctx, true, func(tx *pgTx) error {
-			tag, err := tx.q.Exec(ctx, `DELETE FROM inbox WHERE (vendor, event_id) IN (
-				SELECT vendor, event_id FROM inbox WHERE first_seen < $1 ORDER BY first_seen LIMIT $2)`,
-				micros(cutoff), pruneChunk)
+			tag, err := tx.q.Exec(ctx, query, micros(cutoff), pruneChunk)
 			if err != nil {
-				return dbErr("prune inbox", err)
+				return dbErr(what, err)
 			}
 			n = int(tag.RowsAffected())
 			return nil
 		})
 		if err != nil {
-			return total, fmt.Errorf("prune inbox: %w", err)
+			return total, fmt.Errorf("%s: %w", what, err)
 		}
 		total += n
 		if n < pruneChunk {
