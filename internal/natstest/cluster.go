@@ -239,7 +239,8 @@ func (c *Cluster) Kill(i int) {
 // request (it has a meta leader), failing the test otherwise.
 func (c *Cluster) WaitJetStream(bound time.Duration) {
 	c.tb.Helper()
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		c.tb.Fatalf("natstest: connect to the cluster: %v", err)
 	}
