@@ -48,7 +48,7 @@ func TestReplicaKilledMidResolveTakenOver(t *testing.T) {
 	t.Logf("two replicas ready after %s", time.Since(start).Round(time.Millisecond))
 	cl := newClient(c.addrs())
 
-	const rows = 6 // fewer than a resolver's workers: all looked up at once
+	const rows = 6              // fewer than a resolver's workers: all looked up at once
 	keys := map[string]string{} // local id → key
 	for i := range rows {
 		body := fmt.Sprintf(`{"run_id":"run_to_%s","tool":"stripe.payment_intents.create","tool_call_id":"call_%d",
