@@ -40,6 +40,7 @@ func TestNATSNodeLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test: skipped with -short")
 	}
+	t.Parallel() // with TestReplicaKilledMidResolveTakenOver, which mostly waits
 	for _, tc := range []struct {
 		name     string
 		replicas int

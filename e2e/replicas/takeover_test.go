@@ -26,6 +26,9 @@ import (
 // it), then looks them up itself and settles them.
 func TestReplicaKilledMidResolveTakenOver(t *testing.T) {
 	skipUnlessReplicas(t)
+	// Mostly a wait for the lease: alongside TestNATSNodeLost, after the
+	// package's other tests.
+	t.Parallel()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
@@ -48,8 +51,9 @@ func TestReplicaKilledMidResolveTakenOver(t *testing.T) {
 	t.Logf("two replicas ready after %s", time.Since(start).Round(time.Millisecond))
 	cl := newClient(c.addrs())
 
-	const rows = 6              // fewer than a resolver's workers: all looked up at once
-	keys := map[string]string{} // local id → key
+	// Fewer rows than a resolver's workers: a pass looks them all up at once.
+	const rows = 6
+	keys := map[string]string{} // by local id
 	for i := range rows {
 		body := fmt.Sprintf(`{"run_id":"run_to_%s","tool":"stripe.payment_intents.create","tool_call_id":"call_%d",
 			"vendor":"stripe","tool_class":"write_idempotent","intent":{"amount":1050,"currency":"usd","customer":"cus_%d"}}`, run, i, i)
