@@ -248,9 +248,9 @@ func relaySyncedAfter(c config.SyncedAfter, embedded bool, replicas int) time.Du
 // webhooks are still taken and their events wait in the outbox, so a load
 // balancer that took every replica out of rotation would turn late events
 // into a whole outage. The detail names the kind of failure only (it is
-// served without a token; the relay logs the error). Before the relay's
-// first success the check fails: a replica that never published has shown
-// nothing yet.
+// served without a token; the relay logs the error). Until the relay's
+// first pass has an outcome (events.ErrRelayNotStarted) the check fails: a
+// replica just started has shown nothing yet.
 func natsReadiness(status nats.Status, relayErr error) error {
 	const wait = ": events wait in the outbox"
 	switch {
