@@ -132,35 +132,34 @@ func natsNodeLost(t *testing.T, replicas int, store string) {
 	// one: the stream must elect another before it takes a write), and
 	// started again on its store once another node leads.
 	const burst = 240
-	var killer sync.WaitGroup
-	killer.Go(func() {
-		waitAcked("a quarter of the burst", burst/4)
-		leader := streamInfo(t, ctx, js).Cluster.Leader
-		dead := nodes.Index(leader)
-		if dead < 0 {
-			t.Errorf("stream leader %q is none of the nodes", leader)
-			return
+	// The burst runs beside the test's goroutine, which kills and
+	// restarts (and may fail: the burst then ends with the context).
+	var load sync.WaitGroup
+	load.Go(func() { ingest(0, burst) })
+	defer func() { cancel(); load.Wait() }()
+	waitAcked("a quarter of the burst", burst/4)
+	leader := streamInfo(t, ctx, js).Cluster.Leader
+	dead := nodes.Index(leader)
+	if dead < 0 {
+		t.Fatalf("stream leader %q is none of the nodes", leader)
+	}
+	nodes.Kill(dead)
+	killedAt := time.Now()
+	t.Logf("SIGKILLed NATS node %s, the stream's leader, after %d webhooks", leader, n.Load())
+	waitAcked("three fifths of the burst", burst*3/5)
+	for {
+		if l := leaderOf(ctx, js); l != "" && l != leader {
+			t.Logf("node %s leads the stream %s after the kill", l, time.Since(killedAt).Round(time.Millisecond))
+			break
 		}
-		nodes.Kill(dead)
-		killedAt := time.Now()
-		t.Logf("SIGKILLed NATS node %s, the stream's leader, after %d webhooks", leader, n.Load())
-		waitAcked("three fifths of the burst", burst*3/5)
-		for {
-			if l := leaderOf(ctx, js); l != "" && l != leader {
-				t.Logf("node %s leads the stream %s after the kill", l, time.Since(killedAt).Round(time.Millisecond))
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("no new stream leader after the kill: %v", ctx.Err())
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		if ctx.Err() != nil {
+			t.Fatalf("no new stream leader after the kill: %v", ctx.Err())
 		}
-		nodes.Start(dead)
-		t.Logf("started NATS node %s again after %d webhooks", leader, n.Load())
-	})
-	ingest(0, burst)
-	killer.Wait()
+		time.Sleep(50 * time.Millisecond)
+	}
+	nodes.Start(dead)
+	t.Logf("started NATS node %s again after %d webhooks", leader, n.Load())
+	load.Wait()
 	if t.Failed() {
 		return
 	}
@@ -174,7 +173,7 @@ func natsNodeLost(t *testing.T, replicas int, store string) {
 	// The two followers go, so the leader is left alone: what it takes
 	// until it notices cannot be committed, and may be after the relay
 	// gave up waiting for its PubAck and publishes it again.
-	leader := streamInfo(t, ctx, js).Cluster.Leader
+	leader = streamInfo(t, ctx, js).Cluster.Leader
 	var lost []int
 	for i := range 3 {
 		if nodes.Name(i) != leader {
