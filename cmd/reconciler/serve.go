@@ -185,10 +185,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 				return err
 			}},
 			{Name: "nats", Check: func(context.Context) error {
-				if s := nc.Status(); s != nats.CONNECTED {
-					return fmt.Errorf("nats %s", strings.ToLower(s.String()))
-				}
-				return relay.Healthy()
+				return natsReadiness(nc.Status(), relay.Healthy())
 			}},
 			{Name: "outbox", Check: func(context.Context) error {
 				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
@@ -243,6 +240,32 @@ func relaySyncedAfter(c config.SyncedAfter, embedded bool, replicas int) time.Du
 		return 0
 	}
 	return events.StockSyncedAfter
+}
+
+// natsReadiness is /readyz's nats check: degraded (200 with a detail),
+// never failing, while the connection is down or the relay cannot publish
+// (a NATS outage, a stream without a quorum, a full stream): claims and
+// webhooks are still taken and their events wait in the outbox, so a load
+// balancer that took every replica out of rotation would turn late events
+// into a whole outage. The detail names the kind of failure only (it is
+// served without a token; the relay logs the error). Until the relay's
+// first pass has an outcome (events.ErrRelayNotStarted) the check fails: a
+// replica just started has shown nothing yet.
+func natsReadiness(status nats.Status, relayErr error) error {
+	const wait = ": events wait in the outbox"
+	switch {
+	case errors.Is(relayErr, events.ErrRelayNotStarted):
+		return relayErr
+	case status != nats.CONNECTED:
+		return &api.Degraded{Detail: "nats " + strings.ToLower(status.String()) + wait}
+	case errors.Is(relayErr, events.ErrStreamFull):
+		return &api.Degraded{Detail: "the stream is full" + wait}
+	case errors.Is(relayErr, ledger.ErrUnavailable):
+		return &api.Degraded{Detail: "the relay cannot read the outbox" + wait}
+	case relayErr != nil:
+		return &api.Degraded{Detail: "the relay cannot publish (no PubAck; the log says why)" + wait}
+	}
+	return nil
 }
 
 // outboxBacklog is the readiness of the event backlog: degraded (200 with
