@@ -114,7 +114,7 @@ internal cmd/reconciler/internal/yamlnode
 
 # The test helpers serve _test.go files only: no package's build (go list
 # Deps leaves tests out) may pull one in, the helpers themselves aside.
-testonly="$mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest $mod/internal/mcptest $mod/internal/natstest $mod/cmd/reconciler/internal/configtest $mod/internal/oteltest"
+testonly="$mod/internal/fakemailgun $mod/internal/testkit $mod/internal/fakestripe $mod/internal/pgtest $mod/internal/mcptest $mod/internal/natstest $mod/cmd/reconciler/internal/configtest $mod/internal/oteltest"
 while read -r pkg deps; do
 	[[ " $testonly " == *" $pkg "* ]] && continue
 	for d in $deps; do
