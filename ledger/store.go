@@ -177,6 +177,11 @@ type Delivery struct {
 	// Evidence is applied to the joined row (source webhook).
 	Evidence Evidence
 	At       time.Time
+	// Recheck marks a hint: a verified delivery whose body is not signed
+	// (Mailgun). It carries no outcome (Evidence has no status and no
+	// receipt) and makes the joined open row due now, in the same
+	// transaction, so the resolver asks the vendor for its state.
+	Recheck bool `json:",omitzero"`
 }
 
 // Validate checks the delivery's shape.
@@ -195,6 +200,9 @@ func (d Delivery) Validate() error {
 	}
 	if d.Evidence.Source != SourceWebhook {
 		return ErrInvalidDelivery.With("evidence source must be webhook")
+	}
+	if d.Recheck && (d.Evidence.Status != "" || d.Evidence.ReceiptID != "") {
+		return ErrInvalidDelivery.With("a recheck carries no status and no receipt")
 	}
 	return d.Evidence.Validate()
 }

@@ -342,6 +342,11 @@ func ingest(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 		return IngestResult{Outcome: IngestForeignTenant, Change: Change{Alerts: []AlertKind{AlertForeignTenant}}}, nil
 	}
 	updated := row.Clone()
+	if d.Recheck {
+		// A hint: the resolver asks the vendor now (Reschedule leaves a
+		// settled row alone).
+		Reschedule(&updated, d.At)
+	}
 	ch, err := applyWrite(tx, &row, &updated, d.Evidence, p)
 	if err != nil {
 		return IngestResult{}, err
