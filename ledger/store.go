@@ -182,7 +182,18 @@ type Delivery struct {
 	// receipt) and makes the joined open row due now, in the same
 	// transaction, so the resolver asks the vendor for its state.
 	Recheck bool `json:",omitzero"`
+	// ReplayToken is a value the vendor signs once per delivery (Mailgun's
+	// signature token). Ingest records it in the inbox beside the event id,
+	// in the same transaction, so every replica sees it: the same token
+	// with the same event id is a duplicate, with another event id
+	// ErrReplayedToken (nothing stored). Its record is pruned with the
+	// inbox (keep inbox_retention above the endpoint's tolerance).
+	ReplayToken string `json:",omitzero"`
 }
+
+// replayTokenID is the inbox id under which a delivery's replay token is
+// recorded.
+func (d Delivery) replayTokenID() string { return "replay-token:" + d.ReplayToken }
 
 // Validate checks the delivery's shape.
 func (d Delivery) Validate() error {
@@ -191,6 +202,9 @@ func (d Delivery) Validate() error {
 	}
 	if !printableASCII(d.EventID, 1, MaxKeyLen) {
 		return ErrInvalidDelivery.With("event id must be 1-%d printable ASCII characters", MaxKeyLen)
+	}
+	if !printableASCII(d.ReplayToken, 0, MaxKeyLen-len("replay-token:")) {
+		return ErrInvalidDelivery.With("replay token must be at most %d printable ASCII characters", MaxKeyLen-len("replay-token:"))
 	}
 	if !printableASCII(d.LocalID, 0, MaxKeyLen) || !printableASCII(d.IdempotencyKey, 0, MaxKeyLen) {
 		return ErrInvalidDelivery.With("local id or idempotency key")

@@ -396,6 +396,7 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 		vf.ev.Vendor, vf.ev.Received = ep.vendor, now.UTC()
 		a.evs = append(a.evs, vf.ev)
 		d := match(ep.tenant, vf, h.types)
+		d.ReplayToken = vf.token
 		if ep.bodyUnsigned && h.refetch[ep.vendor] {
 			d = hint(d)
 		}
@@ -566,6 +567,12 @@ func (h *Handler) storeFailed(c echo.Context, log *slog.Logger, ep *endpoint, ev
 	ctx := c.Request().Context()
 	attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type)}
 	switch {
+	case errors.Is(err, ledger.ErrReplayedToken):
+		// Another replica (or this one, past its cache) recorded the token
+		// with another event: a signature replayed onto a forged body.
+		h.count(ctx, ep.vendor, resultBadSignature)
+		log.WarnContext(ctx, "webhook rejected", append(attrs, "result", resultBadSignature, "err", err)...)
+		return writeError(c, http.StatusBadRequest, resultBadSignature, "signature token already used")
 	case errors.Is(err, ledger.ErrInvalid):
 		h.count(ctx, ep.vendor, resultInvalid)
 		log.WarnContext(ctx, "webhook refused by the ledger", append(attrs, "err", err)...)

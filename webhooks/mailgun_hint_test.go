@@ -160,3 +160,39 @@ func TestMailgunHint(t *testing.T) {
 		t.Errorf("%d pages, want none", pager.n.Load())
 	}
 }
+
+// TestMailgunTokenAcrossReplicas: the signature token is recorded in the
+// store with the event, so a replica whose own cache never saw it still
+// refuses it on another event (400, nothing stored) and answers the same
+// event as a duplicate.
+func TestMailgunTokenAcrossReplicas(t *testing.T) {
+	opts := func() webhooks.Options {
+		return webhooks.Options{Presets: []webhooks.PresetEndpoint{{Name: "mg", Preset: "mailgun", Tenant: "acme", Secrets: []string{mailgunSigningKey}}}}
+	}
+	one := newHarness(t, opts())
+	o := opts()
+	o.Store = one.store // a second replica over the same store
+	two := newHarness(t, o)
+	a, b := one.unknownRow("mailgun", "run-a"), one.unknownRow("mailgun", "run-b")
+
+	first := mailgunDelivery("tok-shared", "ev-1", "delivered", "a@mg.example.com", a.MetadataLocalID)
+	if rec := one.send(first); rec.Code != 200 || result(t, rec) != "accepted" {
+		t.Fatalf("first delivery: %d %s", rec.Code, rec.Body)
+	}
+	events := len(one.outbox())
+	if rec := two.send(first); rec.Code != 200 || result(t, rec) != "duplicate" {
+		t.Fatalf("the same delivery at the other replica: %d %s, want 200 duplicate", rec.Code, rec.Body)
+	}
+	glued := mailgunDelivery("tok-shared", "ev-2", "failed", "b@mg.example.com", b.MetadataLocalID)
+	if rec := two.send(glued); rec.Code != 400 || errorCode(t, rec) != "bad_signature" {
+		t.Fatalf("the token on another event at the other replica: %d %s, want 400 bad_signature", rec.Code, rec.Body)
+	}
+	if got := one.row(b); got.Status != ledger.StatusUnknown || len(one.outbox()) != events {
+		t.Fatalf("row b %s, outbox +%d: the replayed token changed something", got.Status, len(one.outbox())-events)
+	}
+	// Nothing of ev-2 was stored: with its own token it is new.
+	fresh := mailgunDelivery("tok-fresh", "ev-2", "delivered", "b@mg.example.com", b.MetadataLocalID)
+	if rec := two.send(fresh); rec.Code != 200 || result(t, rec) != "accepted" {
+		t.Fatalf("ev-2 with a fresh token: %d %s, want 200 accepted", rec.Code, rec.Body)
+	}
+}

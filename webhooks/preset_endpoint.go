@@ -45,6 +45,10 @@ const FamilyCustom = "custom"
 type verified struct {
 	ev     Event
 	action matcher.Action
+	// token is the delivery's replay value (Mailgun's signature token),
+	// recorded by the store beside the event (ledger.Delivery.ReplayToken)
+	// so a replay is refused at every replica; "" for a batch.
+	token string
 }
 
 // presetEndpoint builds the endpoint of one PresetEndpoint: its route
@@ -141,8 +145,10 @@ func (v *verifier) accept(req *http.Request, body []byte, now time.Time, cache *
 			return nil, &challengeReply{value: c}
 		}
 	}
+	var token string
 	if cache != nil {
-		token, ok := v.replay.resolve(r, doc, 0)
+		var ok bool
+		token, ok = v.replay.resolve(r, doc, 0)
 		if !ok {
 			return nil, fmt.Errorf("%w: no replay token", ErrBadSignature)
 		}
@@ -158,6 +164,9 @@ func (v *verifier) accept(req *http.Request, body []byte, now time.Time, cache *
 				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
 			return nil, err
+		}
+		if len(elems) == 1 {
+			vf.token = token
 		}
 		out = append(out, vf)
 	}
