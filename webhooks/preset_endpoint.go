@@ -131,14 +131,25 @@ func (v *verifier) accept(req *http.Request, body []byte, now time.Time, cache *
 	if err := v.verifySignature(r, elems, now); err != nil {
 		return nil, err
 	}
+	// A timestamp in a header is checked before the body is decoded, so
+	// an authentic but stale delivery is said to be stale whatever its
+	// body; one in the body (Linear, Mailgun) once it is decoded.
+	tsChecked := v.ts.header != ""
+	if tsChecked {
+		if err := v.checkTimestamp(r, now); err != nil {
+			return nil, err
+		}
+	}
 	if !early {
 		if err := decode(); err != nil {
 			return nil, err
 		}
 		r.ts = v.timestampOf(r)
 	}
-	if err := v.checkTimestamp(r, now); err != nil {
-		return nil, err
+	if !tsChecked {
+		if err := v.checkTimestamp(r, now); err != nil {
+			return nil, err
+		}
 	}
 	if v.challenge != "" {
 		if c, ok := lookupScalar(doc, v.challenge); ok && c != "" {
