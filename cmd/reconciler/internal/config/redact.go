@@ -192,7 +192,6 @@ func documentValue(v reflect.Value) any {
 	}
 }
 
-
 // formatDuration writes 168h rather than 168h0m0s.
 func formatDuration(d time.Duration) string {
 	s := d.String()
