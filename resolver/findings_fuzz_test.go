@@ -21,8 +21,8 @@ import (
 // row's local id.
 func FuzzPagedFind(f *testing.F) {
 	const local = "rl_0123456789abcdef0123456789abcdef"
-	f.Add([]byte(`{"items":[{"event":"accepted","user-variables":{"metadata_local_id":"`+local+`"},"message":{"headers":{"message-id":"m1@x"}}}],"paging":{"next":"BASE/events/p2"}}`))
-	f.Add([]byte(`{"items":[{"event":"rejected","user-variables":{"metadata_local_id":"`+local+`"},"message":{"headers":{"message-id":"m1@x"}}},{"event":"accepted","user-variables":{"metadata_local_id":"`+local+`"},"message":{"headers":{"message-id":"m2@x"}}}],"paging":{"next":"BASE/events/p2"}}`))
+	f.Add([]byte(`{"items":[{"event":"accepted","user-variables":{"metadata_local_id":"` + local + `"},"message":{"headers":{"message-id":"m1@x"}}}],"paging":{"next":"BASE/events/p2"}}`))
+	f.Add([]byte(`{"items":[{"event":"rejected","user-variables":{"metadata_local_id":"` + local + `"},"message":{"headers":{"message-id":"m1@x"}}},{"event":"accepted","user-variables":{"metadata_local_id":"` + local + `"},"message":{"headers":{"message-id":"m2@x"}}}],"paging":{"next":"BASE/events/p2"}}`))
 	f.Add([]byte(`{"items":[{"event":"accepted"}],"paging":{"next":"ELSEWHERE/steal"}}`))
 	f.Add([]byte(`{"items":{"event":"accepted","user-variables":{"metadata_local_id":42}},"paging":{"next":7}}`))
 	f.Add([]byte(`{"items":[null,1,"x",[]],"paging":null}`))
