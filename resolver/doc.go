@@ -32,8 +32,8 @@
 //
 // For a profiled vendor (profiled.go) the same steps run on the profile's
 // data (a lookup may page, keep the matches carrying the row's local id
-// and group them into objects: findings.go): a lookup with more than one match is a duplicate that already
-// happened (Finding.Duplicate: page at once, never replay); a miss counts
+// and group them into objects: findings.go): a lookup with more than one
+// object is a duplicate that already happened (Finding.Duplicate: page at once, never replay); a miss counts
 // as absence only after the lookup's min_age (Lagged) and proves nothing
 // for a row older than its retention (Retained: page); a replay answer the
 // profile reads as `page` (Finding.Page) pages once and leaves the row
