@@ -148,7 +148,8 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver, tp); err != nil {
+	res, err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver, tp)
+	if err != nil {
 		return nil, err
 	}
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
@@ -209,6 +210,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	wo.Store, wo.Registerer, wo.Now, wo.Applied = st, reg, m.Now, srv.Signal
+	wo.Refetch, wo.Recheck = refetchVendors(cfg.Profiles()), res.Wake
 	wo.Logger = log.With("component", "webhooks")
 	wh, err := webhooks.New(wo)
 	if err != nil {
@@ -437,14 +439,14 @@ func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager, tp trace.TracerProvider) error {
+func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager, tp trace.TracerProvider) (*resolver.Resolver, error) {
 	cfg, log := m.Config, m.Logger
 	lookups := map[string]resolver.Lookup{}
 	if cfg.Stripe.APIKey != "" {
 		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey,
 			MetadataKey: m.stripeMetadataKey(), Now: m.Now, HTTPClient: vendorClient(tp)})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lookups["stripe"] = sl
 	}
@@ -452,7 +454,7 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 		pl, err := resolver.NewPayPal(resolver.PayPalOptions{APIBase: cfg.PayPal.APIBase, ClientID: cfg.PayPal.ClientID, ClientSecret: cfg.PayPal.ClientSecret,
 			Now: m.Now, HTTPClient: vendorClient(tp)})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lookups["paypal"] = pl
 	}
@@ -465,7 +467,7 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 		}
 		pl, err := resolver.NewProfiled(p, vendorClient(tp))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lookups[p.Name] = pl
 		log.Info("vendor profile", "vendor", p)
@@ -479,7 +481,7 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 	m.goUntilClose(stageResolver, "page-resolver", func(ctx context.Context) error {
 		return pr.Consume(ctx, js, resolver.ConsumeOptions{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix})
 	})
-	return nil
+	return res, nil
 }
 
 // stripeMetadataKey is the metadata key the resolver searches Stripe by:
