@@ -177,6 +177,9 @@ type Delivery struct {
 	// Evidence is applied to the joined row (source webhook).
 	Evidence Evidence
 	At       time.Time
+	// Verified says how the endpoint verified the delivery (its scheme);
+	// the row journal records it with a delivery that changed nothing.
+	Verified string `json:",omitempty"`
 }
 
 // Validate checks the delivery's shape.
