@@ -146,6 +146,9 @@ func testJournal(t *testing.T, open Open) {
 			if _, _, err := e.s.Apply(ctx, row.Tenant, row.Key, ev); err != nil {
 				e.t.Fatalf("Apply: %v", err)
 			}
+			if got := outcomes(e.journalOf(row.Tenant, row.Key)); got != "resolver/found" {
+				e.t.Fatalf("journal before retention: %q, want resolver/found", got)
+			}
 			e.ackAll()
 			cutoff := at(48 * time.Hour)
 			if n := e.deleteExpired(cutoff, e.expired(cutoff, 10)); n != 1 {
