@@ -122,6 +122,9 @@ func newSessions(o Options, now func() time.Time, log *slog.Logger) (*sessions, 
 	if err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &sessions{aead: aead, ttl: o.SessionTTL, now: now, identify: o.Identify, revoked: o.Revocations, log: log,
 		flash: map[string][]flash{}, local: map[string]time.Time{}}, nil
 }
@@ -150,10 +153,19 @@ func (ss *sessions) create(id Identity, token, actor string) (string, *session) 
 	return base64.RawURLEncoding.EncodeToString(ss.aead.Seal(nonce, nonce, plain, sealAAD)), s
 }
 
-// open unseals a cookie value; it says nothing of revocation.
-func (ss *sessions) open(cookie string) (*session, bool) {
+// decode is a cookie value's bytes (nonce ‖ sealed session).
+func (ss *sessions) decode(cookie string) ([]byte, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(cookie)
 	if err != nil || len(b) < ss.aead.NonceSize() {
+		return nil, false
+	}
+	return b, true
+}
+
+// open unseals a cookie value; it says nothing of revocation.
+func (ss *sessions) open(cookie string) (*session, bool) {
+	b, ok := ss.decode(cookie)
+	if !ok {
 		return nil, false
 	}
 	n := ss.aead.NonceSize()
