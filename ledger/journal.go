@@ -170,6 +170,9 @@ func deliveryEntry(row Row, d Delivery, outcome string, ch Change) JournalEntry 
 			parts = append(parts, "arrived after the row closed ("+string(row.Status)+")")
 		}
 	}
+	if d.Recheck {
+		parts = append(parts, "a hint (its body is not signed): the resolver asks the vendor")
+	}
 	if s := d.Evidence.Status; s != "" && outcome == NoteNoChange {
 		parts = append(parts, "the event says "+string(s))
 	}
