@@ -91,6 +91,9 @@ type Store struct {
 	// commitsSettled counts COMMITs whose answer was lost and whose
 	// outcome was read back (settleCommit).
 	commitsSettled atomic.Uint64
+	// fastInserts counts claims committed in one statement (tryInsert);
+	// fastMisses those that tried and took the locked path.
+	fastInserts, fastMisses atomic.Uint64
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -127,9 +130,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		notify:     make(chan struct{}, 1),
 		listenDone: make(chan struct{}),
 	}
-	s.Flows = ledger.Flows{Policy: opts.Policy, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
-		return s.run(ctx, true, func(tx *pgTx) error { return fn(tx) })
-	}}
+	s.Flows = ledger.Flows{Policy: opts.Policy, Update: s.update}
 	// The first LISTEN is made here, so a commit by any replica after Open
 	// returns is seen; later reconnects happen in the listener goroutine.
 	// It dials while the migrations run: a connection costs a backend fork.

@@ -226,20 +226,10 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
 		return fmt.Errorf("put row: tenant or key changed: %w", errConflict)
 	}
-	doc, err := encodeRow(row)
+	args, err := rowArgs(row)
 	if err != nil {
 		return err
 	}
-	var approvalID *string
-	var approvalExpires *time.Time
-	if row.Approval != nil {
-		approvalID = &row.Approval.ID
-	}
-	if row.ApprovalOpen() {
-		approvalExpires = nullTime(row.Approval.ExpiresAt)
-	}
-	args := []any{row.Tenant, row.Key, row.MetadataLocalID, string(row.Status), row.RunID,
-		micros(row.FirstSeenAt), nullTime(row.NextCheckAt), doc, approvalID, approvalExpires}
 	if old == nil {
 		tag, err := t.q.Exec(t.ctx, `INSERT INTO rows (tenant, key, metadata_local_id, status, run_id, first_seen_at, next_check_at, doc,
 				approval_id, approval_expires_at)
