@@ -107,7 +107,7 @@ type realTarget struct {
 	bolt *bolt.Store
 	// pgdb is the fresh PostgreSQL database the store is on, dropped at
 	// close; nil on bolt.
-	pgdb *freshDB
+	pgdb  *freshDB
 	ns    *natsserver.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
