@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // freshDB is a database the load program made for one run of the real
@@ -50,12 +51,14 @@ func (d *freshDB) drop(ctx context.Context) error {
 }
 
 func (d *freshDB) exec(ctx context.Context, stmt string) error {
-	cfg, err := pgx.ParseConfig(d.admin)
+	// pgxpool's parser takes the pool's parameters (pool_max_conns…)
+	// out of what goes to the server.
+	cfg, err := pgxpool.ParseConfig(d.admin)
 	if err != nil {
 		// pgx's parse errors quote the URL, password included.
 		return errors.New("cannot parse the connection URL")
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return err
 	}

@@ -290,10 +290,8 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// Release destroys a connection left inside a transaction (pgxpool
 	// checks its status), so no path below leaks one back to the pool.
 	defer conn.Release()
-	if _, err := conn.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED").ReadAll(); err != nil {
-		return dbErr("begin", err)
-	}
-	t := &pgTx{ctx: ctx, q: conn, write: true, channel: s.channel}
+	q := &lazyBegin{conn: conn, pending: true}
+	t := &pgTx{ctx: ctx, q: q, write: true, channel: s.channel}
 	rollback := func() {
 		// The rollback must reach the server even when ctx is done, or the
 		// connection stays mid-transaction (Release then closes it).
@@ -322,7 +320,7 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// The transaction's marker goes in with the COMMIT, in one round trip:
 	// it is what settles a COMMIT whose answer was lost (settleCommit).
 	marker := newMarker()
-	committed, err := commit(ctx, conn.Conn(), t.atCommit, marker)
+	committed, err := commit(ctx, conn.Conn(), q.pending, t.atCommit, marker)
 	if err == nil && !committed {
 		// The server ended the transaction without committing it (an
 		// earlier statement failed and the flow went on regardless).
@@ -348,19 +346,27 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	return nil
 }
 
-// commit sends the transaction's end in one round trip: the statements
-// queued for it, the marker's INSERT and COMMIT. It reports whether the
-// server answered COMMIT (not ROLLBACK). Without queued statements it is
-// one simple query with the marker in its text; with them, one pipeline.
-func commit(ctx context.Context, conn *pgx.Conn, atCommit []queued, marker string) (bool, error) {
+// commit sends the transaction's end in one round trip: its BEGIN when no
+// statement has sent it yet (begin), the statements queued for it, the
+// marker's INSERT and COMMIT. It reports whether the server answered
+// COMMIT (not ROLLBACK). Without queued statements it is one simple query
+// with the marker in its text; with them, one pipeline.
+func commit(ctx context.Context, conn *pgx.Conn, begin bool, atCommit []queued, marker string) (bool, error) {
 	if len(atCommit) == 0 {
-		res, err := conn.PgConn().Exec(ctx, "INSERT INTO commit_markers (id) VALUES ('"+marker+"'); COMMIT").ReadAll()
+		sql := "INSERT INTO commit_markers (id) VALUES ('" + marker + "'); COMMIT"
+		if begin {
+			sql = beginSQL + "; " + sql
+		}
+		res, err := conn.PgConn().Exec(ctx, sql).ReadAll()
 		if err != nil {
 			return false, err
 		}
-		return len(res) == 2 && res[1].CommandTag.String() == "COMMIT", nil
+		return len(res) >= 2 && res[len(res)-1].CommandTag.String() == "COMMIT", nil
 	}
 	b := &pgx.Batch{}
+	if begin {
+		b.Queue(beginSQL)
+	}
 	for _, q := range atCommit {
 		b.Queue(q.sql, q.args...)
 	}
@@ -368,7 +374,7 @@ func commit(ctx context.Context, conn *pgx.Conn, atCommit []queued, marker strin
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
 	var err error
-	for range atCommit {
+	for range len(b.QueuedQueries) - 2 {
 		if _, err = br.Exec(); err != nil {
 			break
 		}

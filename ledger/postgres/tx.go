@@ -57,8 +57,9 @@ type pgTx struct {
 	write    bool
 	channel  string
 	appended bool
-	// atCommit are writes whose answer the flow does not read (an
-	// Idempotency-Key record), sent with the COMMIT in its round trip.
+	// atCommit are writes whose answer the flow does not read (outbox
+	// records and their NOTIFY, inbox records, Idempotency-Key records),
+	// sent with the COMMIT in its round trip.
 	atCommit []queued
 }
 
@@ -74,16 +75,6 @@ func lockID(name string) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(name))
 	return int32(h.Sum32())
-}
-
-func (t *pgTx) lock(ns int32, name string) error {
-	if !t.write {
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, `SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name)); err != nil {
-		return dbErr("advisory lock", err)
-	}
-	return nil
 }
 
 // lockedRow reads one row document after taking an advisory lock, in one
@@ -262,35 +253,56 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 
 // AppendOutbox implements ledger.Tx. The first record of a transaction also
 // queues a NOTIFY, which PostgreSQL delivers only if the transaction
-// commits, so every replica's relay wakes for committed records only.
+// commits, so every replica's relay wakes for committed records only. In a
+// write transaction both go with the COMMIT, in its round trip (atCommit):
+// nothing in a flow reads the outbox, and the row's lock, held until the
+// COMMIT, still orders a row's records.
 func (t *pgTx) AppendOutbox(e ledger.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("append outbox: %w", err)
 	}
-	if _, err := t.q.Exec(t.ctx, `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`, e.Tenant, e.Key, string(b)); err != nil {
-		return dbErr("append outbox", err)
-	}
-	if !t.appended {
-		if _, err := t.q.Exec(t.ctx, `SELECT pg_notify($1, '')`, t.channel); err != nil {
-			return dbErr("notify", err)
+	const insert = `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`
+	args := []any{e.Tenant, e.Key, string(b)}
+	if t.write {
+		t.atCommit = append(t.atCommit, queued{insert, args})
+		if !t.appended {
+			t.atCommit = append(t.atCommit, queued{`SELECT pg_notify($1, '')`, []any{t.channel}})
+			t.appended = true
 		}
-		t.appended = true
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, insert, args...); err != nil {
+		return dbErr("append outbox", err)
 	}
 	return nil
 }
 
-// GetInbox implements ledger.Tx.
+// GetInbox implements ledger.Tx: in a write transaction the event id's
+// advisory lock and the read go in one round trip, as lockedRow's do.
 func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
-	if err := t.lock(lockInbox, vendor+"\x00"+eventID); err != nil {
-		return ledger.InboxRecord{}, err
-	}
+	const q = `SELECT first_seen, result FROM inbox WHERE vendor = $1 AND event_id = $2`
 	var (
 		rec    ledger.InboxRecord
 		result string
+		err    error
 	)
-	err := t.q.QueryRow(t.ctx, `SELECT first_seen, result FROM inbox WHERE vendor = $1 AND event_id = $2`, vendor, eventID).
-		Scan(&rec.FirstSeen, &result)
+	if t.write {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockInbox), lockID(vendor+"\x00"+eventID))
+		b.Queue(q, vendor, eventID)
+		br := t.q.SendBatch(t.ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return ledger.InboxRecord{}, dbErr("advisory lock", err)
+		}
+		err = br.QueryRow().Scan(&rec.FirstSeen, &result)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	} else {
+		err = t.q.QueryRow(t.ctx, q, vendor, eventID).Scan(&rec.FirstSeen, &result)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.InboxRecord{}, ledger.ErrNotFound
 	}
@@ -304,11 +316,17 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 
 // PutInbox implements ledger.Tx; a record for a known event id replaces it
 // (a parked orphan's "orphan" becomes "accepted" when a claim applies it).
+// In a write transaction it goes with the COMMIT (atCommit): the event
+// id's lock, taken by GetInbox, is held until then.
 func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
-	_, err := t.q.Exec(t.ctx, `INSERT INTO inbox (vendor, event_id, first_seen, result) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`,
-		vendor, eventID, micros(rec.FirstSeen), string(rec.Result))
-	if err != nil {
+	const upsert = `INSERT INTO inbox (vendor, event_id, first_seen, result) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`
+	args := []any{vendor, eventID, micros(rec.FirstSeen), string(rec.Result)}
+	if t.write {
+		t.atCommit = append(t.atCommit, queued{upsert, args})
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, upsert, args...); err != nil {
 		return dbErr("put inbox", err)
 	}
 	return nil
