@@ -40,7 +40,22 @@
 //
 // # Transactions and retries
 //
-// Every write is one READ COMMITTED transaction. Reads a write depends on
+// A claim of a new key, the common case, is one round trip (fastclaim.go):
+// the ledger's claim flow runs against a speculative Tx (specTx) that
+// answers every read "nothing there" and records the writes, which then go
+// as one statement (a CTE) in an implicit transaction, each guarded by what
+// makes "nothing there" true at commit — the row's INSERT … ON CONFLICT DO
+// NOTHING (primary key, local id, approval id), the Idempotency-Key
+// record's plain INSERT (a unique violation aborts the statement), and
+// NOT EXISTS on orphans under the local id's advisory lock, taken by a
+// first statement of the same pipeline. Outbox records, NOTIFY and the
+// commit marker are inserted from the row's RETURNING. A conflict, or a
+// flow that reads or writes anything else, runs the locked transaction
+// below, where the flow decides on what it reads.
+//
+// Every other write is one READ COMMITTED transaction, whose BEGIN goes
+// out with its first batch (lazyBegin) and whose outbox records, NOTIFY,
+// inbox and Idempotency-Key records go with its COMMIT (atCommit). Reads a write depends on
 // take locks (see pgTx): GetRow an advisory lock on tenant+key and SELECT …
 // FOR UPDATE, so concurrent claims of one key serialise and every one after
 // the first reads the row the first inserted; RowByLocalID an advisory lock
@@ -66,6 +81,10 @@
 // RetryTimeout the call fails with an error wrapping ledger.ErrUnavailable
 // (errCommitUnknown), never a blind re-run; the caller's resend, with its
 // Idempotency-Key, gets the first send's answer.
+//
+// The one-statement claim's answer, when lost, is settled the same way:
+// its statement inserts the marker from the row's RETURNING (plainly, so a
+// read-back that took the marker first aborts it).
 //
 // The Idempotency-Key records (ledger.IdempotencyTx) are the idempotency
 // table, locked per key with an advisory lock as rows are;
