@@ -37,7 +37,8 @@ import (
 //     the claim sees.
 //
 // Every write after the row's reads the row's INSERT … RETURNING, so the
-// statement writes all or nothing. The pipeline (lock, statement) runs in
+// statement writes all or nothing. (Its outbox records wake the relays
+// after the commit, as every transaction's do: Store.wake.) The pipeline (lock, statement) runs in
 // one implicit transaction. Anything else — the row (or a record) was
 // there, the flow read or wrote something the speculation does not cover,
 // the flow failed — runs the ordinary locked transaction (Store.run), where
@@ -187,7 +188,7 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 		return false, nil
 	}
 	marker := newMarker()
-	sql, args, err := spec.statement(s.channel, marker)
+	sql, args, err := spec.statement(marker)
 	if err != nil {
 		return false, nil //nolint:nilerr // an encoding failure: the locked path reports it
 	}
@@ -207,11 +208,7 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 		_, err = br.Exec()
 	}
 	if err == nil {
-		dest := []any{&inserted}
-		if len(spec.events) > 0 {
-			dest = append(dest, nil) // pg_notify's void
-		}
-		err = br.QueryRow().Scan(dest...)
+		err = br.QueryRow().Scan(&inserted)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -243,7 +240,7 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 	}
 	s.fastInserts.Add(1)
 	if len(spec.events) > 0 {
-		s.signal()
+		s.wake()
 	}
 	return true, nil
 }
@@ -255,7 +252,7 @@ const fastInsertSQL = `INSERT INTO rows (tenant, key, metadata_local_id, status,
 	SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::timestamptz, $8::jsonb, $9::text, $10::timestamptz`
 
 // statement builds the one statement and its arguments.
-func (t *specTx) statement(channel, marker string) (string, []any, error) {
+func (t *specTx) statement(marker string) (string, []any, error) {
 	args, err := rowArgs(*t.row)
 	if err != nil {
 		return "", nil, err
@@ -293,10 +290,6 @@ func (t *specTx) statement(channel, marker string) (string, []any, error) {
 			i, param(r.scope), param(r.hash), param(micros(r.rec.At)), param(string(doc)))
 	}
 	fmt.Fprintf(&q, `, m AS (INSERT INTO commit_markers (id) SELECT %s::text FROM r) SELECT EXISTS (SELECT 1 FROM r)`, param(marker))
-	if len(t.events) > 0 {
-		// Delivered on commit, as AppendOutbox's.
-		fmt.Fprintf(&q, `, (SELECT pg_notify(%s, '') FROM r)`, param(channel))
-	}
 	return q.String(), args, nil
 }
 

@@ -85,7 +85,12 @@ type Store struct {
 
 	stopListen context.CancelFunc
 	listenDone chan struct{}
-	closeOnce  sync.Once
+	// others is the notifier's doorbell (buffer 1): a commit that wrote
+	// outbox records rings it, and the notifier NOTIFYs the other
+	// replicas once per ring (notify.go).
+	others       chan struct{}
+	notifierDone chan struct{}
+	closeOnce    sync.Once
 
 	retries atomic.Uint64
 	// commitsSettled counts COMMITs whose answer was lost and whose
@@ -129,6 +134,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool: pool, policy: opts.Policy, logger: opts.Logger, retryTimeout: opts.RetryTimeout,
 		notify:     make(chan struct{}, 1),
 		listenDone: make(chan struct{}),
+		others:     make(chan struct{}, 1), notifierDone: make(chan struct{}),
 	}
 	s.Flows = ledger.Flows{Policy: opts.Policy, Update: s.update}
 	// The first LISTEN is made here, so a commit by any replica after Open
@@ -164,6 +170,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
 	go s.listen(lctx, conn)
+	go s.notifier(lctx)
 	s.logger.Info("postgres: store opened", "schema", d.schema, "schema_version", SchemaVersion(), "migrations_applied", len(applied))
 	return s, nil
 }
@@ -189,6 +196,7 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		s.stopListen()
 		<-s.listenDone
+		<-s.notifierDone
 		s.pool.Close()
 		s.logger.Info("postgres: store closed", "retries", s.retries.Load())
 	})
@@ -291,7 +299,7 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// checks its status), so no path below leaks one back to the pool.
 	defer conn.Release()
 	q := &lazyBegin{conn: conn, pending: true}
-	t := &pgTx{ctx: ctx, q: q, write: true, channel: s.channel}
+	t := &pgTx{ctx: ctx, q: q, write: true}
 	rollback := func() {
 		// The rollback must reach the server even when ctx is done, or the
 		// connection stays mid-transaction (Release then closes it).
@@ -341,7 +349,7 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		}
 	}
 	if t.appended {
-		s.signal()
+		s.wake()
 	}
 	return nil
 }

@@ -55,7 +55,6 @@ type pgTx struct {
 	ctx      context.Context
 	q        querier
 	write    bool
-	channel  string
 	appended bool
 	// atCommit are writes whose answer the flow does not read (outbox
 	// records and their NOTIFY, inbox records, Idempotency-Key records),
@@ -251,12 +250,11 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	return nil
 }
 
-// AppendOutbox implements ledger.Tx. The first record of a transaction also
-// queues a NOTIFY, which PostgreSQL delivers only if the transaction
-// commits, so every replica's relay wakes for committed records only. In a
-// write transaction both go with the COMMIT, in its round trip (atCommit):
-// nothing in a flow reads the outbox, and the row's lock, held until the
-// COMMIT, still orders a row's records.
+// AppendOutbox implements ledger.Tx. In a write transaction the record
+// goes with the COMMIT, in its round trip (atCommit): nothing in a flow
+// reads the outbox, and the row's lock, held until the COMMIT, still
+// orders a row's records. The transaction sends no NOTIFY itself: the
+// store wakes the relays after the commit (Store.wake).
 func (t *pgTx) AppendOutbox(e ledger.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -266,10 +264,7 @@ func (t *pgTx) AppendOutbox(e ledger.Event) error {
 	args := []any{e.Tenant, e.Key, string(b)}
 	if t.write {
 		t.atCommit = append(t.atCommit, queued{insert, args})
-		if !t.appended {
-			t.atCommit = append(t.atCommit, queued{`SELECT pg_notify($1, '')`, []any{t.channel}})
-			t.appended = true
-		}
+		t.appended = true
 		return nil
 	}
 	if _, err := t.q.Exec(t.ctx, insert, args...); err != nil {
