@@ -124,23 +124,34 @@
 // Leases compare times from the callers' injected clocks, so replica
 // clocks must agree to well within a lease.
 //
+// ClaimEvents, HoldEvents and AckEvents commit with synchronous_commit off
+// (execAsync): a crash may lose a lease, a hold or a delete, which costs
+// one more publish of a record that JetStream's Nats-Msg-Id dedupe drops,
+// and in exchange a woken relay waits for no WAL flush before publishing.
+//
 // Outbox sequence numbers come from a sequence at insert time, so across
 // rows a lower seq can commit after a higher one; within a row they are in
 // commit order, because the row lock serialises the row's transactions.
 //
 // # Notify
 //
-// A transaction that appends outbox records also runs pg_notify on the
-// schema's channel; PostgreSQL delivers it only on commit, to every
-// replica. Each Store keeps one dedicated LISTEN connection (not a pool
-// connection: LISTEN belongs to a session) in a goroutine started by Open
-// and stopped by Close; it reconnects with backoff when the connection
-// drops and then signals once, since a notification sent meanwhile is
-// lost. The store also signals its own channel after its own commits.
-// Signals are coalesced into a channel of buffer 1.
+// After a commit that appended outbox records the store signals its own
+// relay and rings the notifier, a goroutine that runs pg_notify on the
+// schema's channel in a transaction of its own, one at a time (rings that
+// come meanwhile coalesce), so every replica's relay wakes. The write
+// transactions send no NOTIFY themselves: PostgreSQL serialises the
+// commits of notifying transactions, WAL flush included, behind one
+// database-wide lock, which would end group commit.
+//
+// Each Store keeps one dedicated LISTEN connection (not a pool connection:
+// LISTEN belongs to a session) in a goroutine started by Open and stopped
+// by Close; it reconnects with backoff when the connection drops and then
+// signals once, since a notification sent meanwhile is lost. Signals are
+// coalesced into a channel of buffer 1.
 //
 // # Concurrency
 //
 // A Store is safe for concurrent use; each call borrows a pool connection
-// for one transaction. The listener is the only goroutine the Store owns.
+// for one transaction. The listener and the notifier are the goroutines
+// the Store owns.
 package postgres

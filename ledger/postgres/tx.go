@@ -106,6 +106,32 @@ func (t *pgTx) lockedRow(op string, ns int32, name, sql string, args ...any) (le
 	return decodeRow(doc)
 }
 
+// execAsync runs sql in the transaction after SET LOCAL synchronous_commit
+// = off, the two in one round trip (with the transaction's BEGIN): its
+// COMMIT then returns before the WAL flush. Only for the relay's
+// bookkeeping — leases, holds, deletes of published records — which a
+// crash may lose at the cost of one more publish of a record, and
+// JetStream's Nats-Msg-Id dedupe drops that. A relay woken by a commit
+// then waits for no flush of its own before it publishes, and its writes
+// take no place in the claims' and webhooks' group commits.
+func (t *pgTx) execAsync(op, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(sql, args...)
+	br := t.q.SendBatch(t.ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return dbErr(op, err)
+	}
+	return nil
+}
+
 // rowDoc is the stored form of a row; v lets the format change.
 type rowDoc struct {
 	V   int        `json:"v"`
