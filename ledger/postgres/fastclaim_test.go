@@ -203,3 +203,81 @@ func drain(c <-chan struct{}) {
 		}
 	}
 }
+
+// TestRowUpdateAtCommit: a row's update goes with the COMMIT, yet a read
+// later in the transaction sees it, an update the server refuses is the
+// flow's error with nothing committed, and an update of a missing row
+// commits nothing.
+func TestRowUpdateAtCommit(t *testing.T) {
+	s := openStore(t, newSchema(t, sharedDB(t)), Options{Policy: ledger.DefaultPolicy()})
+	ctx := t.Context()
+	a := claimOne(t, s, "acme", `{"n":1}`)
+	b := claimOne(t, s, "acme", `{"n":2}`)
+
+	t.Run("a read after the update sees it", func(t *testing.T) {
+		err := s.InTx(ctx, func(tx ledger.Tx) error {
+			old, err := tx.GetRow("acme", a.Key)
+			if err != nil {
+				return err
+			}
+			row := old.Clone()
+			row.RunID = "run-2"
+			if err := tx.PutRow(&old, row); err != nil {
+				return err
+			}
+			got, err := tx.RowByLocalID(a.MetadataLocalID)
+			if err != nil || got.RunID != "run-2" {
+				t.Errorf("read after the update: run %q %v; want run-2", got.RunID, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Get(ctx, "acme", a.Key); got.RunID != "run-2" {
+			t.Fatalf("committed run %q, want run-2", got.RunID)
+		}
+	})
+
+	t.Run("another row's local id: fingerprint mismatch, nothing committed", func(t *testing.T) {
+		err := s.InTx(ctx, func(tx ledger.Tx) error {
+			old, err := tx.GetRow("acme", a.Key)
+			if err != nil {
+				return err
+			}
+			row := old.Clone()
+			row.RunID = "run-3"
+			row.MetadataLocalID = b.MetadataLocalID
+			if err := tx.PutRow(&old, row); err != nil {
+				return err
+			}
+			return tx.AppendOutbox(ledger.Event{Tenant: "acme", Key: a.Key, Status: "succeeded"})
+		})
+		if !errors.Is(err, ledger.ErrFingerprintMismatch) || errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("err %v; want ErrFingerprintMismatch alone", err)
+		}
+		if got, _ := s.Get(ctx, "acme", a.Key); got.RunID != "run-2" {
+			t.Fatalf("run %q after the refused update, want run-2", got.RunID)
+		}
+		if n, err := s.CountEvents(ctx); err != nil || n != 0 {
+			t.Fatalf("outbox holds %d records %v; want none committed", n, err)
+		}
+	})
+
+	t.Run("a missing row: nothing committed", func(t *testing.T) {
+		err := s.InTx(ctx, func(tx ledger.Tx) error {
+			ghost := a.Clone()
+			ghost.Key, ghost.MetadataLocalID = "ghost", "lid-ghost"
+			if err := tx.PutRow(&ghost, ghost); err != nil {
+				return err
+			}
+			return tx.AppendOutbox(ledger.Event{Tenant: "acme", Key: "ghost", Status: "succeeded"})
+		})
+		if !errors.Is(err, errConflict) {
+			t.Fatalf("err %v; want errConflict", err)
+		}
+		if n, err := s.CountEvents(ctx); err != nil || n != 0 {
+			t.Fatalf("outbox holds %d records %v; want none committed", n, err)
+		}
+	})
+}

@@ -334,6 +334,13 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		// earlier statement failed and the flow went on regardless).
 		return dbErr("commit", errors.New("the transaction was rolled back"))
 	}
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		// A queued statement's ERROR that is the flow's answer (a row
+		// update that met another row's local id): nothing committed.
+		rollback()
+		return refused.err
+	}
 	var pgErr *pgconn.PgError
 	if err != nil && len(t.atCommit) > 0 && errors.As(err, &pgErr) && commitRefused(err) {
 		// A statement of the pipeline failed: the server skipped the rest,
@@ -382,9 +389,21 @@ func commit(ctx context.Context, conn *pgx.Conn, begin bool, atCommit []queued, 
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
 	var err error
-	for range len(b.QueuedQueries) - 2 {
-		if _, err = br.Exec(); err != nil {
+	if begin {
+		_, err = br.Exec()
+	}
+	for _, q := range atCommit {
+		if err != nil {
 			break
+		}
+		if _, e := br.Exec(); e != nil {
+			err = e
+			var pgErr *pgconn.PgError
+			if q.refused != nil && errors.As(e, &pgErr) {
+				if ferr := q.refused(pgErr); ferr != nil {
+					err = &refusedError{ferr}
+				}
+			}
 		}
 	}
 	var tag pgconn.CommandTag

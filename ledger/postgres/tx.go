@@ -66,6 +66,58 @@ type pgTx struct {
 type queued struct {
 	sql  string
 	args []any
+	// refused, when set, names the flow's error for the statement's
+	// ERROR (nil: the database error stands).
+	refused func(*pgconn.PgError) error
+}
+
+// refusedError is a queued statement's ERROR that is the flow's answer
+// (refused): the transaction is rolled back and err returned as it is.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// result turns a queued statement's failure into the error to return.
+func (q queued) result(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if q.refused != nil && errors.As(err, &pgErr) {
+		if ferr := q.refused(pgErr); ferr != nil {
+			return &refusedError{ferr}
+		}
+	}
+	return dbErr(op, err)
+}
+
+// flush sends the statements queued for the COMMIT now, in one round trip:
+// a read after them must see them (a flow that writes a row and then reads
+// on). The flows read first and write after, so it seldom sends anything.
+func (t *pgTx) flush() error {
+	if !t.write || len(t.atCommit) == 0 {
+		return nil
+	}
+	qs := t.atCommit
+	t.atCommit = nil
+	b := &pgx.Batch{}
+	for _, q := range qs {
+		b.Queue(q.sql, q.args...)
+	}
+	br := t.q.SendBatch(t.ctx, b)
+	var err error
+	for _, q := range qs {
+		if _, e := br.Exec(); e != nil {
+			err = q.result("flush", e)
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = dbErr("flush", cerr)
+	}
+	var re *refusedError
+	if errors.As(err, &re) {
+		return re.err
+	}
+	return err
 }
 
 var _ ledger.Tx = (*pgTx)(nil)
@@ -83,6 +135,9 @@ func lockID(name string) int32 {
 func (t *pgTx) lockedRow(op string, ns int32, name, sql string, args ...any) (ledger.Row, error) {
 	if !t.write {
 		return t.oneRow(op, sql, args...)
+	}
+	if err := t.flush(); err != nil {
+		return ledger.Row{}, err
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name))
@@ -193,6 +248,9 @@ func (t *pgTx) GetRow(tenant, key string) (ledger.Row, error) {
 // is then read as GetRow reads it (locked), so a decision and a claim of
 // the same row serialise.
 func (t *pgTx) RowByApproval(id string) (ledger.Row, error) {
+	if err := t.flush(); err != nil {
+		return ledger.Row{}, err
+	}
 	var tenant, key string
 	err := t.q.QueryRow(t.ctx, `SELECT tenant, key FROM rows WHERE approval_id = $1`, id).Scan(&tenant, &key)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -215,6 +273,9 @@ func (t *pgTx) RowByLocalID(localID string) (ledger.Row, error) {
 
 // TenantsOfKey implements ledger.Tx; the tenants come sorted (by bytes).
 func (t *pgTx) TenantsOfKey(key string) ([]string, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	rows, err := t.q.Query(t.ctx, `SELECT tenant FROM rows WHERE key = $1 ORDER BY tenant`, key)
 	if err != nil {
 		return nil, dbErr("tenants of key", err)
@@ -260,17 +321,25 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 		}
 		return nil
 	}
-	tag, err := t.q.Exec(t.ctx, `UPDATE rows SET metadata_local_id = $3, status = $4, run_id = $5,
-			first_seen_at = $6, next_check_at = $7, doc = $8::jsonb, approval_id = $9, approval_expires_at = $10
-		WHERE tenant = $1 AND key = $2`, args...)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	// The update goes with the COMMIT (atCommit): the row is locked by the
+	// read that produced old, and a later read in the transaction flushes
+	// it first. It divides by the rows it updated, so an update that finds
+	// no row fails, and the COMMIT queued after it never runs.
+	t.atCommit = append(t.atCommit, queued{sql: updateRowSQL, args: args, refused: updateRefused})
+	return nil
+}
+
+const updateRowSQL = `WITH u AS (UPDATE rows SET metadata_local_id = $3, status = $4, run_id = $5,
+		first_seen_at = $6, next_check_at = $7, doc = $8::jsonb, approval_id = $9, approval_expires_at = $10
+	WHERE tenant = $1 AND key = $2 RETURNING 1)
+	SELECT 1 / (SELECT count(*)::int FROM u)`
+
+// updateRefused names the flow's error for an update the server refused.
+func updateRefused(e *pgconn.PgError) error {
+	switch e.Code {
+	case "23505": // unique_violation: the local id or approval id is another row's
 		return fmt.Errorf("put row: %w: local id in use", ledger.ErrFingerprintMismatch)
-	}
-	if err != nil {
-		return dbErr("update row", err)
-	}
-	if tag.RowsAffected() != 1 {
+	case "22012": // division_by_zero: no row to update
 		return fmt.Errorf("put row: update of a missing row: %w", errConflict)
 	}
 	return nil
@@ -289,7 +358,7 @@ func (t *pgTx) AppendOutbox(e ledger.Event) error {
 	const insert = `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`
 	args := []any{e.Tenant, e.Key, string(b)}
 	if t.write {
-		t.atCommit = append(t.atCommit, queued{insert, args})
+		t.atCommit = append(t.atCommit, queued{sql: insert, args: args})
 		t.appended = true
 		return nil
 	}
@@ -308,6 +377,9 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 		result string
 		err    error
 	)
+	if err := t.flush(); err != nil {
+		return ledger.InboxRecord{}, err
+	}
 	if t.write {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockInbox), lockID(vendor+"\x00"+eventID))
@@ -344,7 +416,7 @@ func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
 		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`
 	args := []any{vendor, eventID, micros(rec.FirstSeen), string(rec.Result)}
 	if t.write {
-		t.atCommit = append(t.atCommit, queued{upsert, args})
+		t.atCommit = append(t.atCommit, queued{sql: upsert, args: args})
 		return nil
 	}
 	if _, err := t.q.Exec(t.ctx, upsert, args...); err != nil {
@@ -356,6 +428,9 @@ func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
 // Orphans implements ledger.Tx: oldest first (by the delivery's time, then
 // by parking order).
 func (t *pgTx) Orphans(localID string) ([]ledger.Delivery, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	rows, err := t.q.Query(t.ctx, `SELECT delivery FROM orphans WHERE local_id = $1 ORDER BY at, parked`, localID)
 	if err != nil {
 		return nil, dbErr("orphans", err)
@@ -407,6 +482,9 @@ func (t *pgTx) DeleteOrphans(localID string) error {
 // the redrive flow locks each local id through RowByLocalID before it reads
 // the deliveries again.
 func (t *pgTx) OrphanLocalIDs(after string, limit int) ([]string, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	rows, err := t.q.Query(t.ctx, `SELECT DISTINCT local_id COLLATE "C" AS lid FROM orphans
 		WHERE local_id COLLATE "C" > $1 ORDER BY lid LIMIT $2`, after, limit)
 	if err != nil {
