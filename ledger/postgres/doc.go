@@ -54,8 +54,11 @@
 // below, where the flow decides on what it reads.
 //
 // Every other write is one READ COMMITTED transaction, whose BEGIN goes
-// out with its first batch (lazyBegin) and whose outbox records, NOTIFY,
-// inbox and Idempotency-Key records go with its COMMIT (atCommit). Reads a write depends on
+// out with its first batch (lazyBegin) and whose row updates, outbox,
+// inbox and Idempotency-Key records go with its COMMIT (atCommit; a read
+// later in the transaction flushes them first, and an update that finds
+// no row or another row's local id fails its statement, so the COMMIT
+// queued after it never runs). Reads a write depends on
 // take locks (see pgTx): GetRow an advisory lock on tenant+key and SELECT …
 // FOR UPDATE, so concurrent claims of one key serialise and every one after
 // the first reads the row the first inserted; RowByLocalID an advisory lock
