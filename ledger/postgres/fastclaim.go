@@ -94,6 +94,7 @@ type specRecord struct {
 var (
 	_ ledger.Tx            = (*specTx)(nil)
 	_ ledger.IdempotencyTx = (*specTx)(nil)
+	_ ledger.JournalTx     = (*specTx)(nil)
 )
 
 func (t *specTx) GetRow(tenant, key string) (ledger.Row, error) {
@@ -144,6 +145,11 @@ func (t *specTx) PutOrphan(ledger.Delivery) error                   { return err
 func (t *specTx) DeleteOrphans(string) error                        { return errNotFast }
 func (t *specTx) OrphanLocalIDs(string, int) ([]string, error)      { return nil, errNotFast }
 func (t *specTx) RowByApproval(string) (ledger.Row, error)          { return ledger.Row{}, errNotFast }
+
+// AppendJournal ends the speculation: a flow that journals takes the
+// locked path (the statement has no journal insert; a Tx without
+// JournalTx would drop the entry silently).
+func (t *specTx) AppendJournal(ledger.JournalEntry) error { return errNotFast }
 
 // covered reports whether the one statement guarantees every read the flow
 // made: the only insert is a row, every missing row or local id is that
