@@ -23,7 +23,10 @@ import (
 // process's RssAnon. BOLT_GROWTH_NOWAL=1 opens the store without its
 // write-ahead log; BOLT_GROWTH_DIR puts the file on another disk. Skipped
 // unless BOLT_GROWTH_ROWS is set: it runs for minutes. BOLT_GROWTH_HEAP
-// names a file for a heap profile taken at the end, under load.
+// names a file for a heap profile taken at the end, under load, and
+// BOLT_GROWTH_CPU one for a CPU profile of the whole run. Each window also
+// logs the pages bbolt wrote per claim (its transactions' page writes: the
+// flusher's with the log, the committer's without).
 func TestClaimGrowth(t *testing.T) {
 	total, _ := strconv.Atoi(os.Getenv("BOLT_GROWTH_ROWS"))
 	if total <= 0 {
@@ -49,6 +52,19 @@ func TestClaimGrowth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if cp := os.Getenv("BOLT_GROWTH_CPU"); cp != "" {
+		f, err := os.Create(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	ctx := context.Background()
 	var next atomic.Int64
 	var failed atomic.Value
@@ -74,6 +90,7 @@ func TestClaimGrowth(t *testing.T) {
 		})
 	}
 	start, mark, last := time.Now(), time.Now(), int64(0)
+	lastPages := pagesWritten(s)
 	for {
 		time.Sleep(20 * time.Millisecond)
 		n := done.Load()
@@ -87,8 +104,10 @@ func TestClaimGrowth(t *testing.T) {
 			if fi != nil {
 				size = fi.Size()
 			}
-			t.Logf("rows %8d  claims/s %6.0f  file %5d B/row  RssAnon %s", n, float64(n-last)/el.Seconds(), size/max(n, 1), rssAnon())
-			mark, last = time.Now(), n
+			pages := pagesWritten(s)
+			t.Logf("rows %8d  claims/s %6.0f  pages/claim %5.2f  file %5d B/row  RssAnon %s", n, float64(n-last)/el.Seconds(),
+				float64(pages-lastPages)/float64(max(n-last, 1)), size/max(n, 1), rssAnon())
+			mark, last, lastPages = time.Now(), n, pages
 		}
 		if n >= int64(total) {
 			if hp := os.Getenv("BOLT_GROWTH_HEAP"); hp != "" {

@@ -28,6 +28,8 @@ type boltTx struct {
 	wal    bool
 	layers []*layer
 	top    *layer
+	// pre is the row the running op's caller encoded (preencode.go).
+	pre *preRow
 }
 
 var _ ledger.Tx = (*boltTx)(nil)
@@ -120,7 +122,7 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
 		return fmt.Errorf("put row %s: old row is %s", row.Key, old.Key)
 	}
-	v, err := encodeRow(row)
+	v, err := t.encodeInsert(old, &row)
 	if err != nil {
 		return err
 	}
