@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -136,6 +138,26 @@ func TestClaimGrowth(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d rows in %s (%.0f claims/s overall)", total, time.Since(start).Round(time.Second), float64(total)/time.Since(start).Seconds())
+	// Each bucket's B+tree once bbolt holds everything: which ones a
+	// claim's random inserts spread over (a hash-ordered bucket of L
+	// leaves dirties about min(batch, L) leaves per flush batch).
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			st := tx.Bucket(name).Stats()
+			if st.KeyN == 0 {
+				continue
+			}
+			t.Logf("bucket %-14s keys %8d  leaf pages %7d (+%7d overflow, %3.0f%% used)  branch pages %5d  depth %d", name, st.KeyN,
+				st.LeafPageN, st.LeafOverflowN, 100*float64(st.LeafInuse)/float64(max(1, (st.LeafPageN+st.LeafOverflowN)*s.db.Info().PageSize)),
+				st.BranchPageN, st.Depth)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // rssAnon reads the process's anonymous resident memory (Linux).
