@@ -9,7 +9,7 @@ BENCHTIME ?= 2s
 PKGS      := ./...
 PYTHON    ?= python3
 
-.PHONY: run test test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http bench-events fuzz build docker clean
+.PHONY: run test test-faults test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http bench-events fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -22,6 +22,16 @@ test: ## every test, with the race detector (when cgo is available), shuffled; f
 	@if [ -z "$(RACE)" ]; then echo "make test: cgo is off (no C compiler?): running without -race; install gcc for the race detector" >&2; fi
 	$(GO) test $(RACE) -count=1 -shuffle=on -timeout 20m $(PKGS)
 	@$(MAKE) --no-print-directory test-clients
+
+# The fault tests (e2e/replicas: a replica SIGKILLed, mid-run and while its
+# resolver holds leased rows; the database stopped under load; a NATS node,
+# then a quorum, lost) alone. make test runs them too; they take about three
+# minutes of a busy 2-core machine, most of it waiting out leases and
+# elections. Without RECONCILER_TEST_POSTGRES_URL only the NATS test's
+# bbolt case runs.
+FAULTS := ^Test(ThreeReplicasKillOne|ReplicaKilledMidResolveTakenOver|DatabaseRestartUnderLoad|NATSNodeLost)$$
+test-faults: ## the fault tests alone (also part of make test): replica SIGKILL, database restart, NATS node and quorum loss; under 5 minutes
+	$(GO) test $(RACE) -count=1 -timeout 10m -run '$(FAULTS)' -v ./e2e/replicas/
 
 # The clients' tests run against the real binary, built once for both here;
 # either target alone builds its own unless RECONCILER_BIN names one.

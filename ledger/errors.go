@@ -57,6 +57,10 @@ var (
 	ErrInvalidEvidence    = &InvalidError{Field: "evidence"}
 	ErrInvalidListQuery   = &InvalidError{Field: "list query"}
 	ErrInvalidDelivery    = &InvalidError{Field: "delivery"}
+	// ErrReplayedToken refuses a delivery whose signature token
+	// (Delivery.ReplayToken) was recorded with another event: a signature
+	// replayed onto a forged body.
+	ErrReplayedToken = &InvalidError{Field: "delivery", Reason: "signature token already used by another event"}
 	// ErrInvalidFreeze rejects a kill-switch entry (or the tenant and
 	// target of a delete).
 	ErrInvalidFreeze = &InvalidError{Field: "freeze"}

@@ -177,7 +177,23 @@ type Delivery struct {
 	// Evidence is applied to the joined row (source webhook).
 	Evidence Evidence
 	At       time.Time
+	// Recheck marks a hint: a verified delivery whose body is not signed
+	// (Mailgun). It carries no outcome (Evidence has no status and no
+	// receipt) and makes the joined open row due now, in the same
+	// transaction, so the resolver asks the vendor for its state.
+	Recheck bool `json:",omitzero"`
+	// ReplayToken is a value the vendor signs once per delivery (Mailgun's
+	// signature token). Ingest records it in the inbox beside the event id,
+	// in the same transaction, so every replica sees it: the same token
+	// with the same event id is a duplicate, with another event id
+	// ErrReplayedToken (nothing stored). Its record is pruned with the
+	// inbox (keep inbox_retention above the endpoint's tolerance).
+	ReplayToken string `json:",omitzero"`
 }
+
+// replayTokenID is the inbox id under which a delivery's replay token is
+// recorded.
+func (d Delivery) replayTokenID() string { return "replay-token:" + d.ReplayToken }
 
 // Validate checks the delivery's shape.
 func (d Delivery) Validate() error {
@@ -187,6 +203,9 @@ func (d Delivery) Validate() error {
 	if !printableASCII(d.EventID, 1, MaxKeyLen) {
 		return ErrInvalidDelivery.With("event id must be 1-%d printable ASCII characters", MaxKeyLen)
 	}
+	if !printableASCII(d.ReplayToken, 0, MaxKeyLen-len("replay-token:")) {
+		return ErrInvalidDelivery.With("replay token must be at most %d printable ASCII characters", MaxKeyLen-len("replay-token:"))
+	}
 	if !printableASCII(d.LocalID, 0, MaxKeyLen) || !printableASCII(d.IdempotencyKey, 0, MaxKeyLen) {
 		return ErrInvalidDelivery.With("local id or idempotency key")
 	}
@@ -195,6 +214,9 @@ func (d Delivery) Validate() error {
 	}
 	if d.Evidence.Source != SourceWebhook {
 		return ErrInvalidDelivery.With("evidence source must be webhook")
+	}
+	if d.Recheck && (d.Evidence.Status != "" || d.Evidence.ReceiptID != "") {
+		return ErrInvalidDelivery.With("a recheck carries no status and no receipt")
 	}
 	return d.Evidence.Validate()
 }

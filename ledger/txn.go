@@ -311,12 +311,28 @@ func ingestTx(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 	case !errors.Is(err, ErrNotFound):
 		return IngestResult{}, err
 	}
+	if d.ReplayToken != "" {
+		// The event id is new: a token already recorded came with another
+		// event.
+		switch _, err := tx.GetInbox(d.Vendor, d.replayTokenID()); {
+		case err == nil:
+			return IngestResult{}, ErrReplayedToken
+		case !errors.Is(err, ErrNotFound):
+			return IngestResult{}, err
+		}
+	}
 	res, err := ingest(tx, d, p)
 	if err != nil {
 		return IngestResult{}, err
 	}
-	if err := tx.PutInbox(d.Vendor, d.EventID, InboxRecord{FirstSeen: d.At.UTC(), Result: res.Outcome}); err != nil {
+	rec := InboxRecord{FirstSeen: d.At.UTC(), Result: res.Outcome}
+	if err := tx.PutInbox(d.Vendor, d.EventID, rec); err != nil {
 		return IngestResult{}, err
+	}
+	if d.ReplayToken != "" {
+		if err := tx.PutInbox(d.Vendor, d.replayTokenID(), rec); err != nil {
+			return IngestResult{}, err
+		}
 	}
 	return res, nil
 }
@@ -342,6 +358,11 @@ func ingest(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 		return IngestResult{Outcome: IngestForeignTenant, Change: Change{Alerts: []AlertKind{AlertForeignTenant}}}, nil
 	}
 	updated := row.Clone()
+	if d.Recheck {
+		// A hint: the resolver asks the vendor now (Reschedule leaves a
+		// settled row alone).
+		Reschedule(&updated, d.At)
+	}
 	ch, err := applyWrite(tx, &row, &updated, d.Evidence, p)
 	if err != nil {
 		return IngestResult{}, err

@@ -31,8 +31,9 @@
 //     with the row's expect): page once.
 //
 // For a profiled vendor (profiled.go) the same steps run on the profile's
-// data: a lookup with more than one match is a duplicate that already
-// happened (Finding.Duplicate: page at once, never replay); a miss counts
+// data (a lookup may page, keep the matches carrying the row's local id
+// and group them into objects: findings.go): a lookup with more than one
+// object is a duplicate that already happened (Finding.Duplicate: page at once, never replay); a miss counts
 // as absence only after the lookup's min_age (Lagged) and proves nothing
 // for a row older than its retention (Retained: page); a replay answer the
 // profile reads as `page` (Finding.Page) pages once and leaves the row
@@ -99,7 +100,8 @@
 // x/time/rate, nats.go's jetstream (for Consume), the Prometheus client
 // and the OpenTelemetry API; it declares the Store, Pager and Lookup interfaces it
 // consumes. A Resolver is safe for concurrent use; Run owns the loop (one
-// pass at a time) and returns when its context ends. Pass starts one
+// pass at a time; Wake asks for the next one now rather than at the tick:
+// a webhook hint made a row due) and returns when its context ends. Pass starts one
 // goroutine per vendor and Workers goroutines per vendor, and waits for all
 // of them before it returns. Consume runs until its context ends and
 // returns after its last handler. Stripe and PayPal lookups are safe for

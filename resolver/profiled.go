@@ -121,58 +121,73 @@ func (l *Profiled) Retrieve(ctx context.Context, row ledger.Row) (Finding, error
 	return Finding{Found: true, Status: st, ReceiptID: row.UpstreamReceiptID, Detail: op + " " + raw}, nil
 }
 
-// Find implements Lookup.
+// Find implements Lookup. A paged lookup (next_path) reads every page; a
+// lookup with local_id_path keeps only the matches carrying the row's
+// local id, and one with group_path counts the matches sharing a value
+// there as one object (findings.go).
 func (l *Profiled) Find(ctx context.Context, row ledger.Row) (Finding, error) {
 	lk := l.p.Lookup
 	if lk == nil {
 		return Finding{}, ErrNoLookup
 	}
 	op := l.p.Name + " lookup"
-	vars := vendors.Vars{LocalID: row.MetadataLocalID, VendorKey: row.WireKey(), ReceiptID: row.UpstreamReceiptID}
+	vars := vendors.Vars{LocalID: row.MetadataLocalID, VendorKey: row.WireKey(), ReceiptID: row.UpstreamReceiptID, FirstSeen: row.FirstSeenAt}
 	var body []byte
 	h := http.Header{}
 	if lk.Body != "" {
 		body = []byte(vendors.ExpandBody(lk.Body, vars))
 		h.Set("Content-Type", "application/json")
 	}
-	ans, err := l.call(ctx, op, lk.Method, vendors.ExpandURL(lk.URL, vars), body, h)
-	if err != nil {
-		return Finding{}, err
+	path := vendors.ExpandURL(lk.URL, vars)
+	maxPages := lk.MaxPages
+	if maxPages == 0 {
+		maxPages = vendors.DefaultMaxPages
 	}
-	switch {
-	case ans.status == http.StatusNotFound:
-		return Finding{Detail: op + ": no match"}, nil
-	case ans.status < 200 || ans.status > 299:
-		return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: errors.New("unexpected answer")}
-	}
-	doc, err := vendors.DecodeJSON(ans.body)
-	if err != nil {
-		return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: errors.New("answer is not JSON")}
-	}
-	res, _ := vendors.LookupPath(doc, lk.ResultsPath)
 	var matches []any
-	switch m := res.(type) {
-	case nil:
-	case []any:
-		matches = m
-	case map[string]any:
-		matches = []any{m}
-	default:
-		return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: fmt.Errorf("%s is neither a list nor an object", lk.ResultsPath)}
-	}
-	switch len(matches) {
-	case 0:
-		return Finding{Detail: op + ": no match"}, nil
-	case 1:
-		id := ""
-		if lk.FoundIDPath != "" {
-			v, _ := vendors.LookupPath(matches[0], lk.FoundIDPath)
-			id, _ = vendors.Scalar(v)
+	for page := 1; ; page++ {
+		ans, err := l.call(ctx, op, lk.Method, path, body, h)
+		if err != nil {
+			return Finding{}, err
 		}
-		st, raw := readStatus(matches[0], lk.StatusPath, lk.StatusMap)
-		return Finding{Found: true, Status: st, ReceiptID: id, Detail: strings.TrimSpace(op + " found " + raw)}, nil
+		switch {
+		case ans.status == http.StatusNotFound:
+			if page == 1 {
+				return Finding{Detail: op + ": no match"}, nil
+			}
+			return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: fmt.Errorf("page %d not found", page)}
+		case ans.status < 200 || ans.status > 299:
+			return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: errors.New("unexpected answer")}
+		}
+		doc, err := vendors.DecodeJSON(ans.body)
+		if err != nil {
+			return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: errors.New("answer is not JSON")}
+		}
+		res, _ := vendors.LookupPath(doc, lk.ResultsPath)
+		var got []any
+		switch m := res.(type) {
+		case nil:
+		case []any:
+			got = m
+		case map[string]any:
+			got = []any{m}
+		default:
+			return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: fmt.Errorf("%s is neither a list nor an object", lk.ResultsPath)}
+		}
+		matches = append(matches, got...)
+		if lk.NextPath == "" || len(got) == 0 {
+			break
+		}
+		if page == maxPages {
+			// What the next page holds is not known: a miss here would be
+			// taken for absence.
+			return Finding{}, &Error{Op: op, Err: fmt.Errorf("inconclusive: more than %d pages", maxPages)}
+		}
+		if path, err = l.nextPath(doc, lk.NextPath); err != nil {
+			return Finding{}, &Error{Op: op, HTTPStatus: ans.status, Err: err}
+		}
+		body = nil
 	}
-	return Finding{Duplicate: true, Detail: fmt.Sprintf("%s: %d objects carry the local id", op, len(matches))}, nil
+	return l.found(op, lk, row, matches), nil
 }
 
 // Replay implements Lookup.

@@ -119,6 +119,8 @@ type Resolver struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
+	// wake holds one request for an early pass (Wake).
+	wake chan struct{}
 
 	mu sync.Mutex
 	// pausedUntil is the per-vendor circuit: after a 429/5xx/timeout the
@@ -173,6 +175,7 @@ func New(store Store, opts Options) *Resolver {
 	return &Resolver{
 		store: store, claimer: claimer, opts: opts, logger: opts.Logger, metrics: newMetrics(opts.Registerer, opts.Logger),
 		tracer: tracerOf(opts.TracerProvider), pausedUntil: map[string]time.Time{}, fails: map[string]int{},
+		wake: make(chan struct{}, 1),
 	}
 }
 
@@ -190,7 +193,19 @@ func (r *Resolver) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-r.wake:
 		}
+	}
+}
+
+// Wake asks Run for a pass now rather than at the next tick (a webhook
+// hint made a row due: the vendor is asked within a pass, not an
+// Interval). Requests made during a pass fold into one more pass. It
+// never blocks.
+func (r *Resolver) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 

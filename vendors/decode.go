@@ -4,12 +4,13 @@ import (
 	"encoding"
 	"fmt"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentledger/reconciler/internal/yamlnode"
 )
 
 // Pos is where a value was written: a file (the configuration's, or a
@@ -89,7 +90,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int, s
 	case t == durationType || reflect.PointerTo(t).Implements(textUnmarshalerType) ||
 		t.Kind() == reflect.String || t.Kind() == reflect.Bool || t.Kind() == reflect.Int:
 		if n.Kind != yaml.ScalarNode {
-			d.fail(line, path, "want a single value, got %s", kind(n))
+			d.fail(line, path, "want a single value, got %s", yamlnode.Kind(n))
 			return
 		}
 		s := n.Value
@@ -124,9 +125,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int, s
 			return
 		}
 		d.mapping(n, path, line, func(key, val *yaml.Node) {
-			f, ok := fieldByName(t, key.Value)
+			f, ok := yamlnode.FieldByName(t, key.Value)
 			if !ok {
-				d.fail(key.Line, join(path, key.Value), "unknown key (known: %s)", strings.Join(names(t), ", "))
+				d.fail(key.Line, join(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
 				return
 			}
 			d.decode(val, v.FieldByIndex(f.Index), join(path, key.Value), key.Line, f.Tag.Get("secret") == "true")
@@ -137,7 +138,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int, s
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			d.fail(line, path, "want a list, got %s", kind(n))
+			d.fail(line, path, "want a list, got %s", yamlnode.Kind(n))
 			return
 		}
 		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
@@ -162,25 +163,21 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int, s
 	}
 }
 
+// mapping walks a mapping node's entries, refusing duplicate keys,
+// non-string keys and merge keys (<<), which would hide where a value came
+// from.
 func (d *decoder) mapping(n *yaml.Node, path string, line int, each func(key, val *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(line, path, "want a mapping, got %s", kind(n))
+		d.fail(line, path, "want a mapping, got %s", yamlnode.Kind(n))
 		return
 	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], n.Content[i+1]
-		if key.Kind != yaml.ScalarNode || key.ShortTag() == "!!merge" {
-			d.fail(key.Line, path, "a key must be a plain string")
-			continue
+	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
+		if duplicate {
+			d.fail(key.Line, mapPath(path, key.Value), "%s", msg)
+			return
 		}
-		if first, dup := seen[key.Value]; dup {
-			d.fail(key.Line, mapPath(path, key.Value), "duplicate key (first at line %d)", first)
-			continue
-		}
-		seen[key.Value] = key.Line
-		each(key, val)
-	}
+		d.fail(key.Line, path, "%s", msg)
+	})
 }
 
 func setScalar(v reflect.Value, s string) error {
@@ -219,47 +216,6 @@ func setScalar(v reflect.Value, s string) error {
 		v.SetInt(int64(i))
 	}
 	return nil
-}
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return "a single value"
-	}
-	return "something else"
-}
-
-func fieldByName(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if yamlName(f) == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
-func names(t reflect.Type) []string {
-	var out []string
-	for i := range t.NumField() {
-		if n := yamlName(t.Field(i)); n != "" {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func yamlName(f reflect.StructField) string {
-	n, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	if n == "-" {
-		return ""
-	}
-	return n
 }
 
 func join(path, key string) string {

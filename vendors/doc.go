@@ -24,6 +24,7 @@
 // placement (client.Transport) read Profile; neither knows any vendor's
 // name. Adding a vendor is one file in presets/ and one test.
 //
-// vendors imports the ledger (for its key rules), vendors/presets and
-// yaml.v3. Profiles are plain values, safe to share once loaded.
+// vendors imports the ledger (for its key rules), vendors/presets,
+// internal/yamlnode (the strict YAML walk it shares with the configuration
+// file) and yaml.v3. Profiles are plain values, safe to share once loaded.
 package vendors

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/vendors/presets"
 )
 
@@ -39,7 +40,7 @@ func Load(list *yaml.Node, o Options) ([]Profile, error) {
 	}
 	d := &decoder{file: o.File, expand: o.Expand, budget: maxNodes}
 	if list.Kind != yaml.SequenceNode {
-		d.fail(list.Line, o.Path, "want a list of vendors, got %s", kind(list))
+		d.fail(list.Line, o.Path, "want a list of vendors, got %s", yamlnode.Kind(list))
 		return nil, joinErrors(d.errs)
 	}
 	var out []Profile
@@ -105,7 +106,7 @@ func loadOne(item *yaml.Node, path string, o Options, budget *int) (Profile, []*
 // environment expansion: presets hold no secrets).
 func decodePreset(file string, data []byte) (Profile, map[string]Pos, []*Error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := yamlnode.ParseOne(data, &doc, "a preset holds one"); err != nil {
 		return Profile{}, nil, []*Error{{Pos: Pos{File: file}, Msg: err.Error()}}
 	}
 	if len(doc.Content) == 0 {
@@ -128,7 +129,7 @@ func mergeValue(dst, src reflect.Value, path string, set map[string]Pos) {
 		dst.Set(src)
 	case t.Kind() == reflect.Struct && t != reflect.TypeFor[Rate]():
 		for i := range t.NumField() {
-			name := yamlName(t.Field(i))
+			name := yamlnode.FieldName(t.Field(i))
 			fp := join(path, name)
 			if !setUnder(set, fp) {
 				continue
@@ -226,7 +227,7 @@ func joinErrors(errs []*Error) error {
 // ignored), with o as Load's (o.File is set to file).
 func Parse(file string, data []byte, o Options) ([]Profile, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := yamlnode.ParseOne(data, &doc, "the file holds one"); err != nil {
 		return nil, &Error{Pos: Pos{File: file}, Msg: err.Error()}
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {

@@ -194,6 +194,7 @@ func TestShippedPresets(t *testing.T) {
 		"linear":   {"client_id variables.input.id", "forever", true},
 		"adyen":    {"header Idempotency-Key", "744h", false},
 		"square":   {"body idempotency_key", "24h", false},
+		"mailgun":  {"none", "0", true},
 	}
 	names := presets.Names()
 	if len(names) != len(want) {
@@ -296,5 +297,14 @@ vendors:
 	}
 	if p.RateLimit.PerSecond() != 10 || p.Lookup.MinAge != 5*time.Minute || p.Retrieve.StatusMap["bounced"] != "failed" {
 		t.Errorf("profile %+v", p)
+	}
+}
+
+func TestAuthBase64(t *testing.T) {
+	p := vendors.Profile{APIKey: "key-3ax6", Auth: &vendors.Auth{Header: "Authorization", Value: "Basic {base64:api:{api_key}}"}}
+	name, value := p.AuthHeader()
+	// base64("api:key-3ax6"), as curl --user api:key-3ax6 sends it.
+	if name != "Authorization" || value != "Basic YXBpOmtleS0zYXg2" {
+		t.Errorf("got %s: %s", name, value)
 	}
 }

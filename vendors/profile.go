@@ -1,6 +1,7 @@
 package vendors
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,7 +51,8 @@ type Profile struct {
 }
 
 // Auth is the header that authenticates every call. In a preset, Value
-// holds {api_key} where the entry's api_key goes.
+// holds {api_key} where the entry's api_key goes; {base64:…} encodes what
+// it encloses (HTTP basic auth: "Basic {base64:api:{api_key}}").
 type Auth struct {
 	Header string `yaml:"header"`
 	Value  string `yaml:"value" secret:"true"`
@@ -179,7 +181,25 @@ type Lookup struct {
 	// Retention: for a row older than this a miss proves nothing either
 	// (the vendor forgot); page. 0: the vendor keeps objects for good.
 	Retention time.Duration `yaml:"retention"`
+	// LocalIDPath, for a vendor that cannot filter on our local id
+	// (Mailgun's events): a match counts only when the value at this path
+	// equals the row's metadata_local_id. The URL then lists a bounded
+	// range ({first_seen_unix}) and every page is read.
+	LocalIDPath string `yaml:"local_id_path"`
+	// GroupPath: matches sharing the value at this path are one object
+	// (the events of one Mailgun message). A group with a failed match is
+	// failed, else one with a succeeded match is succeeded, else pending.
+	GroupPath string `yaml:"group_path"`
+	// NextPath is where an answer holds the absolute URL of the next page
+	// (Mailgun's paging.next); pages are read until one has no results,
+	// up to MaxPages (default DefaultMaxPages). More pages than that make
+	// the lookup inconclusive (an error, never a miss).
+	NextPath string `yaml:"next_path"`
+	MaxPages int    `yaml:"max_pages"`
 }
+
+// DefaultMaxPages bounds a paged lookup when the profile names no max_pages.
+const DefaultMaxPages = 10
 
 // Retrieve reads one object by the vendor's id ({receipt_id}, the row's
 // upstream_receipt_id). A 404 means no such object.
@@ -321,7 +341,22 @@ func (p Profile) AuthHeader() (name, value string) {
 	if p.Auth == nil || p.Auth.Header == "" {
 		return "", ""
 	}
-	return p.Auth.Header, strings.ReplaceAll(p.Auth.Value, "{api_key}", p.APIKey)
+	return p.Auth.Header, expandBase64(strings.ReplaceAll(p.Auth.Value, "{api_key}", p.APIKey))
+}
+
+// expandBase64 replaces each {base64:X} of s with the standard base64 of
+// X. X runs to the last closing brace, so a key may hold braces.
+func expandBase64(s string) string {
+	const open = "{base64:"
+	i := strings.Index(s, open)
+	if i < 0 {
+		return s
+	}
+	j := strings.LastIndex(s, "}")
+	if j < i+len(open) {
+		return s
+	}
+	return s[:i] + base64.StdEncoding.EncodeToString([]byte(s[i+len(open):j])) + s[j+1:]
 }
 
 func shortDuration(d time.Duration) string {

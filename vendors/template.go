@@ -7,15 +7,19 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
 // Vars are the values a template may name: {local_id}, {vendor_key},
-// {receipt_id}.
+// {receipt_id}, {first_seen_unix}.
 type Vars struct {
 	LocalID   string
 	VendorKey string
 	ReceiptID string
+	// FirstSeen is the row's first_seen_at ({first_seen_unix}, whole
+	// seconds): where a lookup that lists a range starts.
+	FirstSeen time.Time
 }
 
 func (v Vars) replacer(escape func(string) string) *strings.Replacer {
@@ -23,7 +27,15 @@ func (v Vars) replacer(escape func(string) string) *strings.Replacer {
 		"{local_id}", escape(v.LocalID),
 		"{vendor_key}", escape(v.VendorKey),
 		"{receipt_id}", escape(v.ReceiptID),
+		"{first_seen_unix}", escape(firstSeenUnix(v.FirstSeen)),
 	)
+}
+
+func firstSeenUnix(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.Unix(), 10)
 }
 
 // ExpandURL fills a URL template: each value URL-encoded (as a path

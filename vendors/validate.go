@@ -12,7 +12,7 @@ import (
 
 // placeholders each template may hold.
 var (
-	lookupVars   = []string{"{local_id}", "{vendor_key}"}
+	lookupVars   = []string{"{local_id}", "{vendor_key}", "{first_seen_unix}"}
 	retrieveVars = []string{"{receipt_id}"}
 	placeholder  = regexp.MustCompile(`\{[a-z_]+\}`)
 	headerName   = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -94,11 +94,24 @@ func validate(p, entry Profile, at func(string) Pos) []*Error {
 		method(l.Method, "lookup.method", add)
 		if !strings.HasPrefix(l.URL, "/") {
 			add("lookup.url", "want a path under api_base, starting with /")
-		} else if !containsAny(l.URL+l.Body, lookupVars) {
-			add("lookup.url", "must contain {local_id} (or {vendor_key}), in the URL or the body")
+		} else if !containsAny(l.URL+l.Body, lookupVars[:2]) && l.LocalIDPath == "" {
+			add("lookup.url", "must contain {local_id} (or {vendor_key}), in the URL or the body; or name local_id_path")
 		}
 		if bad := unknownVars(l.URL, lookupVars); bad != "" {
-			add("lookup.url", "unknown placeholder %s (known: {local_id}, {vendor_key})", bad)
+			add("lookup.url", "unknown placeholder %s (known: {local_id}, {vendor_key}, {first_seen_unix})", bad)
+		}
+		for _, f := range []struct{ key, path string }{
+			{"lookup.local_id_path", l.LocalIDPath}, {"lookup.group_path", l.GroupPath}, {"lookup.next_path", l.NextPath},
+		} {
+			if f.path != "" && !validPath(f.path) {
+				add(f.key, "want a dotted JSON path")
+			}
+		}
+		if l.MaxPages < 0 || l.MaxPages > 100 {
+			add("lookup.max_pages", "want 1 to 100 (0: %d)", DefaultMaxPages)
+		}
+		if l.MaxPages > 0 && l.NextPath == "" {
+			add("lookup.max_pages", "needs next_path")
 		}
 		switch {
 		case l.ResultsPath == "" && l.FoundIDPath != "":

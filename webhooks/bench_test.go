@@ -111,3 +111,58 @@ func BenchmarkStripeIngest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMailgunIngest measures one Mailgun delivery through the echo
+// handler into bolt at 64 concurrent senders, each with a fresh token and
+// event id (the token is recorded in the inbox with the event):
+// applied (no vendor profile: the body's outcome applies) against hint
+// (a profile: recorded, joined, the row made due, no outcome).
+//
+//	go test -run '^$' -bench BenchmarkMailgunIngest -benchtime 3s ./webhooks/
+func BenchmarkMailgunIngest(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		refetch map[string]bool
+	}{{"applied", nil}, {"hint", map[string]bool{"mailgun": true}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			st := openBolt(b)
+			var lids []string
+			for i := range 256 {
+				lids = append(lids, claimRow(b, st, "acme", fmt.Sprintf("run-%d", i), nil).MetadataLocalID)
+			}
+			h, err := webhooks.New(webhooks.Options{
+				Store:      st,
+				Presets:    []webhooks.PresetEndpoint{{Name: "mg", Preset: "mailgun", Tenant: "acme", Secrets: []string{mailgunSigningKey}}},
+				Refetch:    tc.refetch,
+				Registerer: prometheus.NewRegistry(),
+				Now:        func() time.Time { return t0 },
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := echo.New()
+			h.Register(e)
+			var seq, failed atomic.Int64
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := seq.Add(1)
+					d := mailgunDelivery(fmt.Sprintf("tok-%048d", n), fmt.Sprintf("ev-%d", n), "accepted", "m@mg.example.com", lids[int(n)%len(lids)])
+					req := httptest.NewRequest(http.MethodPost, d.path, bytes.NewReader(d.body))
+					rec := httptest.NewRecorder()
+					e.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						failed.Add(1)
+					}
+				}
+			})
+			b.StopTimer()
+			if f := failed.Load(); f > 0 {
+				b.Fatalf("%d deliveries failed", f)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
+		})
+	}
+}

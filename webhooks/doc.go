@@ -15,6 +15,13 @@
 // whole and stored an element at a time. handler.go holds the plumbing
 // they share: routing by endpoint name, answers, metrics and logs.
 //
+// A scheme whose signature does not cover the event (Mailgun: timestamp
+// and token only) records its token with the event (Delivery.ReplayToken:
+// a replay onto another event is refused at every replica) and, for a
+// vendor the resolver can ask (Options.Refetch), is a hint: recorded and
+// joined, no outcome applied, the row due now (Delivery.Recheck), the
+// resolver woken (Options.Recheck).
+//
 // Answers: 200 once stored (a duplicate too); 400 with nothing stored for a
 // bad signature, a stale or future timestamp, an unparsable body or a
 // delivery the ledger refuses; 413 past the body limit; 404 for an unknown

@@ -67,6 +67,17 @@ type Options struct {
 	// (api.Server.Signal: claims long-polling on the row decide again at
 	// once). Nil: nobody is told.
 	Applied func(tenant, key string)
+	// Refetch names the vendors the resolver can ask for a row's state (a
+	// vendor profile with a lookup). For them a delivery whose body the
+	// signature does not cover (Mailgun) is a hint: it is recorded and
+	// joined, applies no outcome, and makes its row due now
+	// (ledger.Delivery.Recheck). Other vendors' unsigned bodies apply as
+	// signed ones (weaker: docs/architecture.md §7a).
+	Refetch map[string]bool
+	// Recheck is called after a hint made an open row due (the resolver's
+	// Wake), so the vendor is asked before the next pass. Nil: the next
+	// pass finds it.
+	Recheck func()
 }
 
 // Handler serves the webhook routes of every configured endpoint.
@@ -79,6 +90,8 @@ type Handler struct {
 	log           *slog.Logger
 	now           func() time.Time
 	applied       func(tenant, key string)
+	refetch       map[string]bool
+	recheck       func()
 	// routes holds the endpoints of each route family (stripe, paypal,
 	// standard, each preset's name, custom) by name.
 	routes  map[string]map[string]*endpoint
@@ -100,8 +113,8 @@ type endpoint struct {
 	// ack is the answer to an accepted delivery (zero: {"result": …}).
 	ack AckSpec
 	// bodyUnsigned: the signature does not cover the event (Mailgun); the
-	// log says so of every event, the hook where a vendor profile will
-	// re-fetch the row's state (docs/architecture.md §7a).
+	// log says so of every event, and where the vendor has a profile to
+	// ask (Options.Refetch) each event is a hint (docs/architecture.md §7a).
 	bodyUnsigned bool
 }
 
@@ -122,7 +135,7 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{
 		store: o.Store, types: o.Types, limit: o.BodyLimit, ingestTimeout: o.IngestTimeout,
-		log: o.Logger, now: o.Now, applied: o.Applied,
+		log: o.Logger, now: o.Now, applied: o.Applied, refetch: o.Refetch, recheck: o.Recheck,
 		routes: map[string]map[string]*endpoint{familyStripe: {}, familyPayPal: {}, familyStandard: {}, FamilyCustom: {}},
 	}
 	if h.types == nil {
@@ -382,7 +395,12 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 	for _, vf := range vfs {
 		vf.ev.Vendor, vf.ev.Received = ep.vendor, now.UTC()
 		a.evs = append(a.evs, vf.ev)
-		a.ds = append(a.ds, match(ep.tenant, vf, h.types))
+		d := match(ep.tenant, vf, h.types)
+		d.ReplayToken = vf.token
+		if ep.bodyUnsigned && h.refetch[ep.vendor] {
+			d = hint(d)
+		}
+		a.ds = append(a.ds, d)
 	}
 	traceVerified(ctx, ep, a.evs[0])
 	if len(a.ds) > 1 {
@@ -455,9 +473,12 @@ func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev
 		if res.Row != nil && h.applied != nil {
 			h.applied(res.Row.Tenant, res.Row.Key)
 		}
+		if d.Recheck && res.Row != nil && res.Row.Status.Open() && h.recheck != nil {
+			h.recheck()
+		}
 		attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome))}
 		if ep.bodyUnsigned {
-			attrs = append(attrs, slog.Bool("body_signed", false))
+			attrs = append(attrs, slog.Bool("body_signed", false), slog.Bool("hint", d.Recheck))
 		}
 		if res.Row != nil {
 			attrs = append(attrs, slog.String("key", res.Row.Key), slog.String("status", string(res.Row.Status)))
@@ -471,6 +492,20 @@ func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev
 		}
 		return res, nil
 	}
+}
+
+// hint turns the delivery of an event whose body is not authenticated
+// into a recheck: the event id is recorded and the row joined, but no
+// status and no receipt id from the body reach the row (a forged body
+// could name another message); the resolver asks the vendor instead. An
+// ignored type stays ignored.
+func hint(d ledger.Delivery) ledger.Delivery {
+	if d.Ignore {
+		return d
+	}
+	d.Evidence = ledger.Evidence{Source: ledger.SourceWebhook, VendorEventID: d.EventID, At: d.At}
+	d.Recheck = true
+	return d
 }
 
 // publicResult is what the sender is told. An event naming another
@@ -532,6 +567,12 @@ func (h *Handler) storeFailed(c echo.Context, log *slog.Logger, ep *endpoint, ev
 	ctx := c.Request().Context()
 	attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type)}
 	switch {
+	case errors.Is(err, ledger.ErrReplayedToken):
+		// Another replica (or this one, past its cache) recorded the token
+		// with another event: a signature replayed onto a forged body.
+		h.count(ctx, ep.vendor, resultBadSignature)
+		log.WarnContext(ctx, "webhook rejected", append(attrs, "result", resultBadSignature, "err", err)...)
+		return writeError(c, http.StatusBadRequest, resultBadSignature, "signature token already used")
 	case errors.Is(err, ledger.ErrInvalid):
 		h.count(ctx, ep.vendor, resultInvalid)
 		log.WarnContext(ctx, "webhook refused by the ledger", append(attrs, "err", err)...)

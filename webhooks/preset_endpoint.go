@@ -45,6 +45,10 @@ const FamilyCustom = "custom"
 type verified struct {
 	ev     Event
 	action matcher.Action
+	// token is the delivery's replay value (Mailgun's signature token),
+	// recorded by the store beside the event (ledger.Delivery.ReplayToken)
+	// so a replay is refused at every replica; "" for a batch.
+	token string
 }
 
 // presetEndpoint builds the endpoint of one PresetEndpoint: its route
@@ -127,22 +131,35 @@ func (v *verifier) accept(req *http.Request, body []byte, now time.Time, cache *
 	if err := v.verifySignature(r, elems, now); err != nil {
 		return nil, err
 	}
+	// A timestamp in a header is checked before the body is decoded, so
+	// an authentic but stale delivery is said to be stale whatever its
+	// body; one in the body (Linear, Mailgun) once it is decoded.
+	tsChecked := v.ts.header != ""
+	if tsChecked {
+		if err := v.checkTimestamp(r, now); err != nil {
+			return nil, err
+		}
+	}
 	if !early {
 		if err := decode(); err != nil {
 			return nil, err
 		}
 		r.ts = v.timestampOf(r)
 	}
-	if err := v.checkTimestamp(r, now); err != nil {
-		return nil, err
+	if !tsChecked {
+		if err := v.checkTimestamp(r, now); err != nil {
+			return nil, err
+		}
 	}
 	if v.challenge != "" {
 		if c, ok := lookupScalar(doc, v.challenge); ok && c != "" {
 			return nil, &challengeReply{value: c}
 		}
 	}
+	var token string
 	if cache != nil {
-		token, ok := v.replay.resolve(r, doc, 0)
+		var ok bool
+		token, ok = v.replay.resolve(r, doc, 0)
 		if !ok {
 			return nil, fmt.Errorf("%w: no replay token", ErrBadSignature)
 		}
@@ -158,6 +175,9 @@ func (v *verifier) accept(req *http.Request, body []byte, now time.Time, cache *
 				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
 			return nil, err
+		}
+		if len(elems) == 1 {
+			vf.token = token
 		}
 		out = append(out, vf)
 	}

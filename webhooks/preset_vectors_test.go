@@ -205,8 +205,10 @@ func vectorCases(t *testing.T) []vectorCase {
 			},
 		},
 		{
-			// Linear publishes no literal; VENDORS-ROUND3.md §4 derives this one
-			// from its SDK's construction (HMAC-SHA256 hex of the body).
+			// Linear publishes no literal: the SDK's webhooks package
+			// (linear/linear packages/sdk/src/webhooks) ships no test with
+			// one. VENDORS-ROUND3.md §4 derives this one from its
+			// construction (HMAC-SHA256 hex of the body).
 			name: "linear (derived)", preset: "linear", key: "SECRET", wrong: "SECRES",
 			at: time.UnixMilli(1700000000000), tolerance: 60 * time.Second,
 			req: vreq{path: "/webhooks/linear/ln", body: []byte(`{"action":"create","type":"Issue","webhookTimestamp":1700000000000}`), header: hdr(
@@ -218,7 +220,13 @@ func vectorCases(t *testing.T) []vectorCase {
 			},
 		},
 		{
-			// Zendesk publishes no literal; VENDORS-ROUND3.md §4 derives this one (base64 of ts+body).
+			// Zendesk publishes no literal for these webhooks
+			// (developer.zendesk.com/documentation/webhooks/verifying has
+			// code, no values). The event connectors page's example (secret
+			// HRkRd4Be…, body {"say": "hello"}, 2021-07-25T10:00:00Z →
+			// tRDSF7UR…) signs body+timestamp, the other order: it is not
+			// this scheme's. VENDORS-ROUND3.md §4 derives this one (base64
+			// of ts+body).
 			name: "zendesk (derived)", preset: "zendesk", key: "dGhpc19zZWNyZXQ", wrong: "dGhpc19zZWNyZXR",
 			at: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), tolerance: 5 * time.Minute,
 			req: vreq{path: "/webhooks/zendesk/zd", body: []byte(`{"type":"zen:event-type:ticket.created"}`), header: hdr(
@@ -230,8 +238,9 @@ func vectorCases(t *testing.T) []vectorCase {
 			},
 		},
 		{
-			// HubSpot publishes no literal; VENDORS-ROUND3.md §4 derives this one
-			// (method+url+body+ts). {"a":1} is not an event: verified, then unparsable.
+			// VENDORS-ROUND3.md §4 derives this one (method+url+body+ts);
+			// the "hubspot" case above is HubSpot's own. {"a":1} is not an
+			// event: verified, then unparsable.
 			name: "hubspot (derived)", preset: "hubspot", key: "client-secret", wrong: "client-secreu",
 			url: "https://example.com/hubspot", at: time.UnixMilli(1700000000000), tolerance: 5 * time.Minute,
 			req: vreq{path: "/webhooks/hubspot/hs", body: []byte(`{"a":1}`), header: hdr(
@@ -240,6 +249,23 @@ func vectorCases(t *testing.T) []vectorCase {
 			want: 400, wantCode: "unparsable",
 			tampered: map[string]func(*vreq){
 				"timestamp": func(r *vreq) { r.header.Set("X-HubSpot-Request-Timestamp", "1700000000001") },
+			},
+		},
+		{
+			// HubSpot's own v3 vector: hubspot-api-python
+			// tests/spec/utils/test_signature.py, test_get_signature__v3
+			// (client secret, url, POST, timestamp 15000000 →
+			// HPW73RUtKmcYoEDADG0s6MmGFWUzWJKAW07r8RDgcQw=). Its body is not
+			// JSON (single quotes): verified, then unparsable.
+			name: "hubspot", preset: "hubspot", key: "yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyy", wrong: "yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyz",
+			url: "https://www.example.com/webhook_uri", at: time.UnixMilli(15000000), tolerance: 5 * time.Minute,
+			req: vreq{path: "/webhooks/hubspot/hs", body: []byte(`{'example_field':'example_value'}`), header: hdr(
+				"X-HubSpot-Signature-v3", "HPW73RUtKmcYoEDADG0s6MmGFWUzWJKAW07r8RDgcQw=",
+				"X-HubSpot-Request-Timestamp", "15000000")},
+			want: 400, wantCode: "unparsable",
+			tampered: map[string]func(*vreq){
+				"timestamp": func(r *vreq) { r.header.Set("X-HubSpot-Request-Timestamp", "15000001") },
+				"body":      func(r *vreq) { r.body = bytes.Replace(r.body, []byte("example_value"), []byte("example_valuf"), 1) },
 			},
 		},
 		{
@@ -263,8 +289,9 @@ func vectorCases(t *testing.T) []vectorCase {
 			},
 		},
 		{
-			// Mailgun's SDK computes its expectation at run time; VENDORS-ROUND3.md
-			// §5.3 derives this literal (key, timestamp 123456789, token "token").
+			// mailgun-go computes its expectation at run time; VENDORS-ROUND3.md
+			// §5.3 derives this literal (key, timestamp 123456789, token
+			// "token"). The "mailgun" case below is Mailgun's own (mailgun-php).
 			name: "mailgun (derived)", preset: "mailgun", key: "WEBHOOK_SIGNING_KEY", wrong: "WEBHOOK_SIGNING_KEZ",
 			at: time.Unix(123456789, 0), tolerance: 9 * time.Hour,
 			req: vreq{path: "/webhooks/mailgun/mg", body: []byte(`{"signature":{"timestamp":"123456789","token":"token",` +
@@ -272,6 +299,22 @@ func vectorCases(t *testing.T) []vectorCase {
 			want: 200, wantCode: "unmatched",
 			tampered: map[string]func(*vreq){
 				"token": func(r *vreq) { r.body = bytes.Replace(r.body, []byte(`"token":"token"`), []byte(`"token":"tokem"`), 1) },
+			},
+		},
+		{
+			// Mailgun's own vector: mailgun-php tests/Api/WebhookTest.php,
+			// testVerifyWebhookGood (key key-3ax6xnjp29jd6fds4gc373sgvjxteol0,
+			// timestamp 1403645220, its token → 9cfc5c41…56d33), placed in the
+			// body as Mailgun posts it.
+			name: "mailgun", preset: "mailgun", key: "key-3ax6xnjp29jd6fds4gc373sgvjxteol0", wrong: "key-3ax6xnjp29jd6fds4gc373sgvjxteol1",
+			at: time.Unix(1403645220, 0), tolerance: 9 * time.Hour,
+			req: vreq{path: "/webhooks/mailgun/mg", body: []byte(`{"signature":{"timestamp":"1403645220","token":"5egbgr1vjgqxtrnp65xfznchgdccwh5d6i09vijqi3whgowmn6",` +
+				`"signature":"9cfc5c41582e51246e73c88d34db3af0a3a2692a76fbab81492842f000256d33"},"event-data":{"id":"mg-ev-2","event":"delivered"}}`)},
+			want: 200, wantCode: "unmatched",
+			tampered: map[string]func(*vreq){
+				// testVerifyWebhookBad's token, with the good signature.
+				"token":     func(r *vreq) { r.body = bytes.Replace(r.body, []byte("5egbgr1vjgqx"), []byte("owyldpe6nxhm"), 1) },
+				"timestamp": func(r *vreq) { r.body = bytes.Replace(r.body, []byte(`"1403645220"`), []byte(`"1403645221"`), 1) },
 			},
 		},
 		{

@@ -148,7 +148,8 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver, tp); err != nil {
+	res, err := m.startResolver(st, js, reg, kill.Frozen, pagers.resolver, tp)
+	if err != nil {
 		return nil, err
 	}
 	m.goUntilClose(stageResolver, "inbox-pruner", func(ctx context.Context) error {
@@ -185,10 +186,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 				return err
 			}},
 			{Name: "nats", Check: func(context.Context) error {
-				if s := nc.Status(); s != nats.CONNECTED {
-					return fmt.Errorf("nats %s", strings.ToLower(s.String()))
-				}
-				return relay.Healthy()
+				return natsReadiness(nc.Status(), relay.Healthy())
 			}},
 			{Name: "outbox", Check: func(context.Context) error {
 				return outboxBacklog(relay, int(cfg.Events.DegradedDepth))
@@ -212,6 +210,7 @@ func (m *Main) wire(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	wo.Store, wo.Registerer, wo.Now, wo.Applied = st, reg, m.Now, srv.Signal
+	wo.Refetch, wo.Recheck = refetchVendors(cfg.Profiles()), res.Wake
 	wo.Logger = log.With("component", "webhooks")
 	wh, err := webhooks.New(wo)
 	if err != nil {
@@ -243,6 +242,32 @@ func relaySyncedAfter(c config.SyncedAfter, embedded bool, replicas int) time.Du
 		return 0
 	}
 	return events.StockSyncedAfter
+}
+
+// natsReadiness is /readyz's nats check: degraded (200 with a detail),
+// never failing, while the connection is down or the relay cannot publish
+// (a NATS outage, a stream without a quorum, a full stream): claims and
+// webhooks are still taken and their events wait in the outbox, so a load
+// balancer that took every replica out of rotation would turn late events
+// into a whole outage. The detail names the kind of failure only (it is
+// served without a token; the relay logs the error). Until the relay's
+// first pass has an outcome (events.ErrRelayNotStarted) the check fails: a
+// replica just started has shown nothing yet.
+func natsReadiness(status nats.Status, relayErr error) error {
+	const wait = ": events wait in the outbox"
+	switch {
+	case errors.Is(relayErr, events.ErrRelayNotStarted):
+		return relayErr
+	case status != nats.CONNECTED:
+		return &api.Degraded{Detail: "nats " + strings.ToLower(status.String()) + wait}
+	case errors.Is(relayErr, events.ErrStreamFull):
+		return &api.Degraded{Detail: "the stream is full" + wait}
+	case errors.Is(relayErr, ledger.ErrUnavailable):
+		return &api.Degraded{Detail: "the relay cannot read the outbox" + wait}
+	case relayErr != nil:
+		return &api.Degraded{Detail: "the relay cannot publish (no PubAck; the log says why)" + wait}
+	}
+	return nil
 }
 
 // outboxBacklog is the readiness of the event backlog: degraded (200 with
@@ -414,14 +439,14 @@ func (m *Main) startApprovals(st ledger.Store, js jetstream.JetStream, wake func
 // startResolver runs the resolver (due rows → vendor lookups, replays,
 // pages) and the page resolver (a durable JetStream consumer that resolves
 // a page once its row settles).
-func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager, tp trace.TracerProvider) error {
+func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg prometheus.Registerer, frozen func(tenant, tool string, class ledger.ToolClass) bool, pager resolver.Pager, tp trace.TracerProvider) (*resolver.Resolver, error) {
 	cfg, log := m.Config, m.Logger
 	lookups := map[string]resolver.Lookup{}
 	if cfg.Stripe.APIKey != "" {
 		sl, err := resolver.NewStripe(resolver.StripeOptions{APIBase: cfg.Stripe.APIBase, APIKey: cfg.Stripe.APIKey,
 			MetadataKey: m.stripeMetadataKey(), Now: m.Now, HTTPClient: vendorClient(tp)})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lookups["stripe"] = sl
 	}
@@ -429,7 +454,7 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 		pl, err := resolver.NewPayPal(resolver.PayPalOptions{APIBase: cfg.PayPal.APIBase, ClientID: cfg.PayPal.ClientID, ClientSecret: cfg.PayPal.ClientSecret,
 			Now: m.Now, HTTPClient: vendorClient(tp)})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lookups["paypal"] = pl
 	}
@@ -442,7 +467,7 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 		}
 		pl, err := resolver.NewProfiled(p, vendorClient(tp))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lookups[p.Name] = pl
 		log.Info("vendor profile", "vendor", p)
@@ -456,7 +481,7 @@ func (m *Main) startResolver(st ledger.Store, js jetstream.JetStream, reg promet
 	m.goUntilClose(stageResolver, "page-resolver", func(ctx context.Context) error {
 		return pr.Consume(ctx, js, resolver.ConsumeOptions{Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix})
 	})
-	return nil
+	return res, nil
 }
 
 // stripeMetadataKey is the metadata key the resolver searches Stripe by:

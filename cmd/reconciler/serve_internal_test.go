@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentledger/reconciler/api"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/events"
 	"github.com/agentledger/reconciler/events/natsserver"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // TestStripeMetadataKey: the resolver searches Stripe by the metadata key
@@ -151,6 +155,45 @@ func TestStreamsNearFull(t *testing.T) {
 			var d *api.Degraded
 			if (err != nil) != (tc.want != "") || err != nil && (!errors.As(err, &d) || d.Detail != tc.want) {
 				t.Fatalf("streamsNearFull: got %v, want degraded %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNATSReadiness: /readyz's nats check is degraded, never failing,
+// while events cannot be published (they wait in the outbox, and claims
+// and webhooks go on), names the kind of failure without the error's text
+// (served without a token), and fails only before the relay's first
+// success.
+func TestNATSReadiness(t *testing.T) {
+	secret := errors.New("dial tcp 10.1.2.3:4222: connection refused")
+	for _, tc := range []struct {
+		name     string
+		status   nats.Status
+		relay    error
+		want     string // "" = ready
+		wantFail bool
+	}{
+		{"connected and publishing", nats.CONNECTED, nil, "", false},
+		{"not published yet", nats.CONNECTED, events.ErrRelayNotStarted, "", true},
+		{"not published yet, reconnecting", nats.RECONNECTING, events.ErrRelayNotStarted, "", true},
+		{"reconnecting", nats.RECONNECTING, secret, "nats reconnecting: events wait in the outbox", false},
+		{"no quorum: connected, no PubAck", nats.CONNECTED, fmt.Errorf("publish: %w", secret),
+			"the relay cannot publish (no PubAck; the log says why): events wait in the outbox", false},
+		{"stream full", nats.CONNECTED, fmt.Errorf("publish: %w", events.ErrStreamFull), "the stream is full: events wait in the outbox", false},
+		{"outbox unreadable", nats.CONNECTED, fmt.Errorf("read outbox: %w", ledger.ErrUnavailable),
+			"the relay cannot read the outbox: events wait in the outbox", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := natsReadiness(tc.status, tc.relay)
+			var d *api.Degraded
+			switch {
+			case tc.wantFail:
+				if err == nil || errors.As(err, &d) {
+					t.Fatalf("natsReadiness: got %v, want a failure", err)
+				}
+			case (err != nil) != (tc.want != "") || err != nil && (!errors.As(err, &d) || d.Detail != tc.want):
+				t.Fatalf("natsReadiness: got %v, want degraded %q", err, tc.want)
 			}
 		})
 	}

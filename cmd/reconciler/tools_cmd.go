@@ -24,7 +24,7 @@ import (
 
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
-	"github.com/agentledger/reconciler/cmd/reconciler/internal/yamlnode"
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 )
 

@@ -37,7 +37,9 @@ environment) and never changes a row.
             too young to tell (a miss younger than the lookup's min_age: give
             the time since the write's last attempt with --age), or that the
             vendor has no lookup. --key is the row's key, for lookups that
-            name {vendor_key} (Linear). Exit 0 when it could decide, 1 when
+            name {vendor_key} (Linear). A lookup that lists from the row's
+            first_seen_at (Mailgun) starts --age ago (without --age: from the
+            start of the vendor's retention). Exit 0 when it could decide, 1 when
             the vendor call failed, 2 on a usage error.
   --probe   sends the request in FILE (JSON: {method, path, content_type,
             body}; the path is under api_base) twice with one fresh key at the
@@ -122,6 +124,10 @@ func vendorsMain(ctx context.Context, args []string, stdout io.Writer, getenv fu
 		return probeVendor(ctx, stdout, lk, *reqFile)
 	}
 	row := ledger.Row{MetadataLocalID: *localID, UpstreamReceiptID: *receipt, Vendor: name}
+	if *age > 0 {
+		// {first_seen_unix}: the write was made about --age ago.
+		row.FirstSeenAt = time.Now().Add(-*age)
+	}
 	if *key != "" {
 		row.Key, row.VendorKey = *key, p.VendorKey(*key)
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/agentledger/reconciler/internal/fakemailgun"
 )
 
 // A Postmark-shaped vendor for the command: the outbound search by
@@ -135,5 +138,30 @@ vendors:
 				}
 			}
 		})
+	}
+}
+
+// TestVendorsCheckMailgun: a lookup that lists from the row's first_seen_at
+// starts --age ago: a message sent within that hour is found past the
+// other messages' events, across pages.
+func TestVendorsCheckMailgun(t *testing.T) {
+	mg := fakemailgun.New("mg.example.com", "key-check", time.Now)
+	t.Cleanup(mg.Close)
+	mg.Noise(320)
+	mg.Add("m-check@mg.example.com", "rl_check", "accepted", "")
+	mg.Add("m-check@mg.example.com", "rl_check", "delivered", "")
+	cfgFile := filepath.Join(t.TempDir(), "reconciler.yaml")
+	cfg := fmt.Sprintf("vendors:\n  - {name: mailgun, preset: mailgun, api_base: %s, api_key: key-check, rate_limit: 100/s}\n", mg.APIBase())
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return map[string]string{"RECONCILER_CONFIG": cfgFile}[k] }
+	var out, errOut bytes.Buffer
+	code := runVendors(context.Background(), []string{"check", "mailgun", "--local-id", "rl_check", "--age", "1h"}, &out, &errOut, getenv)
+	if code != 0 || !strings.Contains(out.String(), "found m-check@mg.example.com (succeeded)") {
+		t.Fatalf("exit %d, stdout %q stderr %q", code, out.String(), errOut.String())
+	}
+	if strings.Contains(out.String()+errOut.String(), "key-check") {
+		t.Error("output leaks the API key")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/config"
 	"github.com/agentledger/reconciler/matcher"
+	"github.com/agentledger/reconciler/vendors"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -89,4 +90,17 @@ func presetEndpoint(ep config.WebhookEndpoint) webhooks.PresetEndpoint {
 			Types:           ep.Types,
 		},
 	}
+}
+
+// refetchVendors names the vendors the resolver can ask for a row's state
+// (a callable profile with a lookup): for them an unsigned webhook body
+// (Mailgun) is only a hint (webhooks.Options.Refetch).
+func refetchVendors(ps []vendors.Profile) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range ps {
+		if p.Callable() && p.Lookup != nil {
+			out[p.Name] = true
+		}
+	}
+	return out
 }

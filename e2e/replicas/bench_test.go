@@ -160,7 +160,7 @@ func proceed(res ledger.ClaimResult, err error) error {
 // replica, the database and the load share this machine's cores.
 func BenchmarkHTTPClaims(b *testing.B) {
 	skipUnlessReplicas(b)
-	bin := buildBinary(b, b.TempDir())
+	bin := sharedBinary(b)
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	for _, n := range []int{1, 3} {
 		stream := fmt.Sprintf("RTB%d_%s", n, strings.ToUpper(run))

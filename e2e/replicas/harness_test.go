@@ -61,9 +61,8 @@ func skipUnlessReplicas(tb testing.TB) string {
 	return pgtest.BaseURL(tb)
 }
 
-// buildBinary builds ./cmd/reconciler into dir.
-func buildBinary(tb testing.TB, dir string) string {
-	tb.Helper()
+// build builds ./cmd/reconciler into dir; sharedBinary builds it once.
+func build(dir string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
@@ -71,9 +70,9 @@ func buildBinary(tb testing.TB, dir string) string {
 	bin := filepath.Join(dir, "reconciler")
 	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/agentledger/reconciler/cmd/reconciler")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build ./cmd/reconciler: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 // freePort returns a loopback port nobody listens on right now. The
@@ -91,12 +90,15 @@ func freePort(tb testing.TB) string {
 
 // cluster is a set of `reconciler serve` processes over one database.
 type cluster struct {
-	tb                  testing.TB
-	bin, dir, cfg       string
-	storeURL            string
-	stream, prefix      string
-	stripeURL           string
-	extraArgs           []string
+	tb             testing.TB
+	bin, dir, cfg  string
+	storeURL       string
+	stream, prefix string
+	stripeURL      string
+	extraArgs      []string
+	// nats is the replicas' --nats-url (natsURL() unless set), and
+	// syncedAfter their --events-synced-after.
+	nats, syncedAfter   string
 	mu                  sync.Mutex
 	replicas            []*replica
 	generation          []int
@@ -127,7 +129,7 @@ func newCluster(tb testing.TB, bin, storeURL, stream, prefix, stripeURL string, 
 	c := &cluster{
 		tb: tb, bin: bin, dir: dir, cfg: cfg, storeURL: storeURL, stream: stream, prefix: prefix,
 		stripeURL: stripeURL, replicas: make([]*replica, n), generation: make([]int, n),
-		resolverIntervalArg: "1s",
+		resolverIntervalArg: "1s", nats: natsURL(), syncedAfter: "1s",
 	}
 	for i := range n {
 		c.replicas[i] = &replica{idx: i, addr: freePort(tb)}
@@ -168,13 +170,14 @@ func (c *cluster) start(i int) {
 	args := []string{"serve", "--config", c.cfg,
 		"--data", filepath.Join(c.dir, fmt.Sprintf("data%d", i)),
 		"--http", r.addr,
-		"--nats-url", natsURL(),
+		"--nats-url", c.nats,
 		"--events-stream", c.stream, "--events-subject-prefix", c.prefix,
 		"--resolver-interval", c.resolverIntervalArg, "--resolver-grace", "500ms",
-		// The suite kills replicas, never the NATS server, whose sync policy
-		// it does not know: a short hold lets the outbox empty within the
-		// test (auto would hold each record 2m30s on a one-replica stream).
-		"--events-synced-after", "1s",
+		// The machine's NATS is one server whose sync policy the suite does
+		// not know, and it kills replicas, not that server: a short hold
+		// lets the outbox empty within the test (auto would hold each
+		// record 2m30s on a one-replica stream).
+		"--events-synced-after", c.syncedAfter,
 		"--log-level", "warn",
 	}
 	if c.stripeURL != "" {

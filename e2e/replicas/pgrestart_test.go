@@ -164,7 +164,7 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	bin := buildBinary(t, t.TempDir())
+	bin := sharedBinary(t)
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	stream, prefix := "RT_"+strings.ToUpper(run), "rt"+run
 	js := natsJS(t, stream)

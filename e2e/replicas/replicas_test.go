@@ -48,7 +48,7 @@ func TestThreeReplicasKillOne(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 
-	bin := buildBinary(t, t.TempDir())
+	bin := sharedBinary(t)
 	t.Logf("built in %s", time.Since(start).Round(time.Millisecond))
 	dbURL := pgtest.Database(t)
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)

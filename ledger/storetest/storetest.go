@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Transitions", testTransitions},
 		{"Results", testResults},
 		{"Ingest", testIngest},
+		{"IngestHints", testIngestHints},
 		{"OrphanClaims", testOrphanClaims},
 		{"Redrive", testRedrive},
 		{"PruneInbox", testPruneInbox},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 	"github.com/nats-io/nkeys"
@@ -768,7 +769,7 @@ func TestRedactedCoversEverySecretField(t *testing.T) {
 	walk = func(rt reflect.Type, path string) {
 		for i := range rt.NumField() {
 			f := rt.Field(i)
-			name := yamlName(f)
+			name := yamlnode.FieldName(f)
 			if name == "" {
 				continue
 			}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/yamlnode"
 )
 
 // RedactedText is what Redacted puts in place of every secret of the
@@ -163,7 +165,7 @@ func documentValue(v reflect.Value) any {
 		t := v.Type()
 		for i := range t.NumField() {
 			f := t.Field(i)
-			name := yamlName(f)
+			name := yamlnode.FieldName(f)
 			if name == "" {
 				continue
 			}
@@ -188,19 +190,6 @@ func documentValue(v reflect.Value) any {
 	default:
 		return fmt.Sprint(v.Interface())
 	}
-}
-
-// yamlName is the config-file key of a struct field, "" for fields that are
-// not part of the file (unexported, or tagged "-").
-func yamlName(f reflect.StructField) string {
-	if !f.IsExported() {
-		return ""
-	}
-	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	if name == "-" {
-		return ""
-	}
-	return name
 }
 
 // formatDuration writes 168h rather than 168h0m0s.

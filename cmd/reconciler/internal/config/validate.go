@@ -175,7 +175,7 @@ func (c Config) Validate() error {
 		}
 	}
 
-	v.webhooks(c.Webhooks, known)
+	v.webhooks(c.Webhooks, known, c.InboxRetention)
 	v.vendors(c)
 	v.console(c.Console)
 

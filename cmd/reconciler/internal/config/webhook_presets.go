@@ -104,7 +104,7 @@ func (e WebhookEndpoint) webhookVendor() string {
 // webhooks checks the webhooks: list as far as the configuration can: the
 // preset's and the knobs' meaning is checked by serve when it builds the
 // endpoints (a preset is a data file of the webhooks package).
-func (v *validator) webhooks(eps []WebhookEndpoint, known map[string]bool) {
+func (v *validator) webhooks(eps []WebhookEndpoint, known map[string]bool, inboxRetention time.Duration) {
 	names := map[string]map[string]string{} // family → name → path
 	for i, e := range eps {
 		p := fmt.Sprintf("webhooks[%d]", i)
@@ -130,6 +130,13 @@ func (v *validator) webhooks(eps []WebhookEndpoint, known map[string]bool) {
 			}
 		}
 		v.nonNegative(p+".tolerance", e.Tolerance)
+		if e.Tolerance > inboxRetention {
+			// The inbox forgets an event id, and a Mailgun token, after
+			// inbox_retention: a delivery the tolerance still admits could
+			// then be replayed.
+			v.add(p+".tolerance", "%s is longer than inbox_retention (%s): an event id or signature token would be forgotten while its delivery is still accepted",
+				formatDuration(e.Tolerance), formatDuration(inboxRetention))
+		}
 		for _, typ := range sortedKeys(e.Types) {
 			if a := e.Types[typ]; !a.Valid() {
 				v.add(mapPath(p+".types", typ), "invalid action %q: want succeeded, failed, progress or ignore", truncate(string(a), 40))

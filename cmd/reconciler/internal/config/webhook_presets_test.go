@@ -73,6 +73,7 @@ func TestWebhooksErrors(t *testing.T) {
 		{"bad action", okTenant + "webhooks:\n  - {name: x, preset: github, secrets: [s], types: {issues.opened: yes}}\n", `invalid action "yes"`},
 		{"unknown knob", okTenant + "webhooks:\n  - {name: x, preset: github, secrets: [s], signature_header: X}\n", `webhooks[0].signature_header: unknown key`},
 		{"unknown tenant", okTenant + "webhooks:\n  - {name: x, preset: github, tenant: nope, secrets: [s]}\n", `unknown tenant "nope"`},
+		{"tolerance past inbox_retention", okTenant + "inbox_retention: 72h\nwebhooks:\n  - {name: x, preset: mailgun, secrets: [s], tolerance: 73h}\n", `webhooks[0].tolerance: 73h is longer than inbox_retention (72h)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentledger/reconciler/cmd/reconciler/internal/yamlnode"
+	"github.com/agentledger/reconciler/internal/yamlnode"
 )
 
 // Error is one problem with the configuration. Where names its source:
@@ -265,9 +265,9 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 			return
 		}
 		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
-			f, ok := fieldByYAMLName(t, key.Value)
+			f, ok := yamlnode.FieldByName(t, key.Value)
 			if !ok {
-				d.fail(key.Line, joinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlNames(t), ", "))
+				d.fail(key.Line, joinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
 				return
 			}
 			d.decode(val, v.FieldByIndex(f.Index), joinPath(path, key.Value), key.Line)
@@ -460,34 +460,13 @@ func mapPath(path, key string) string {
 	return path + "[" + strconv.Quote(key) + "]"
 }
 
-func fieldByYAMLName(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if yamlName(f) == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
-func yamlNames(t reflect.Type) []string {
-	var names []string
-	for i := range t.NumField() {
-		if n := yamlName(t.Field(i)); n != "" {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	return names
-}
-
 // fieldByPath finds the field of a top-level setting ("resolver.interval").
 func fieldByPath(v reflect.Value, path string) (reflect.Value, bool) {
 	for _, name := range strings.Split(path, ".") {
 		if v.Kind() != reflect.Struct {
 			return reflect.Value{}, false
 		}
-		f, ok := fieldByYAMLName(v.Type(), name)
+		f, ok := yamlnode.FieldByName(v.Type(), name)
 		if !ok {
 			return reflect.Value{}, false
 		}

@@ -1,6 +1,8 @@
 package yamlnode
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,4 +56,30 @@ func TestMapping(t *testing.T) {
 	if strings.Join(problems, "|") != strings.Join(want, "|") {
 		t.Errorf("problems = %q, want %q", problems, want)
 	}
+}
+
+func TestFields(t *testing.T) {
+	type s struct {
+		Name    string `yaml:"name"`
+		Options int    `yaml:"options,omitempty"`
+		Skip    bool   `yaml:"-"`
+		NoTag   string
+		hidden  string `yaml:"hidden"` // an unexported field is never set from a file
+	}
+	typ := reflect.TypeFor[s]()
+	if got := FieldNames(typ); !slices.Equal(got, []string{"name", "options"}) {
+		t.Errorf("FieldNames = %v, want [name options]", got)
+	}
+	for _, tc := range []struct {
+		key  string
+		want string // field name, "" for none
+	}{
+		{"name", "Name"}, {"options", "Options"}, {"-", ""}, {"Skip", ""}, {"", ""}, {"hidden", ""}, {"NoTag", ""},
+	} {
+		f, ok := FieldByName(typ, tc.key)
+		if got := map[bool]string{true: f.Name}[ok]; got != tc.want {
+			t.Errorf("FieldByName(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+	_ = s{}.hidden
 }
