@@ -77,24 +77,42 @@ type Options struct {
 	Verification map[string]string
 	// SessionTTL is how long a sign-in lasts (default 8h).
 	SessionTTL time.Duration
+	// SessionKey is the secret the replicas share to seal session cookies
+	// (config console.session_key, at least 32 characters): a sign-in at
+	// one replica is valid at all. Empty: a random key per process, so
+	// sessions are this replica's.
+	SessionKey string
+	// Revocations records sign-outs where every replica reads them (the
+	// store's ledger.Revocations; nil: this replica's memory only).
+	Revocations Revocations
 	// SecureCookie marks the session cookie Secure even on plain HTTP (a
 	// TLS-terminating proxy in front; config console.secure_cookie). A
 	// request that arrived over TLS always gets a Secure cookie.
 	SecureCookie bool
-	// ScanLimit bounds the rows one needs-attention or search page reads
-	// per tenant and status (default 2000).
+	// ScanLimit bounds the rows one needs-attention or run page reads per
+	// tenant and status (default 2000), and a search's without a Finder.
 	ScanLimit int
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Finder searches by local id, receipt id and tool call id completely
+	// (the store's ledger.Finder; nil: among the newest ScanLimit rows).
+	Finder Finder
+	// SearchTimeout bounds one search's store reads (default 10 s); a
+	// search the deadline cut says so on the page.
+	SearchTimeout time.Duration
+	// Journal is the row journal the timeline adds (the store's
+	// ledger.Journals; nil: none).
+	Journal Journal
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Defaults.
 const (
-	DefaultSessionTTL  = 8 * time.Hour
-	DefaultQueuedAfter = time.Minute
-	DefaultScanLimit   = 2000
-	// maxSessions bounds the sessions held in memory; the oldest go first.
-	maxSessions = 10000
+	DefaultSessionTTL    = 8 * time.Hour
+	DefaultQueuedAfter   = time.Minute
+	DefaultScanLimit     = 2000
+	DefaultSearchTimeout = 10 * time.Second
+	// MinSessionKeyLen is the shortest session key accepted.
+	MinSessionKeyLen = 32
 )
 
 //go:embed templates/*.html
@@ -138,6 +156,9 @@ func New(o Options) (*Console, error) {
 			return nil, fmt.Errorf("console: options: vendor link of %s: %w", v, err)
 		}
 	}
+	if o.SessionKey != "" && len(o.SessionKey) < MinSessionKeyLen {
+		return nil, fmt.Errorf("console: options: the session key must be at least %d characters", MinSessionKeyLen)
+	}
 	if o.TraceURL != "" {
 		if err := checkLinkTemplate(o.TraceURL, "{trace_id}"); err != nil {
 			return nil, fmt.Errorf("console: options: trace url: %w", err)
@@ -157,6 +178,9 @@ func New(o Options) (*Console, error) {
 	if o.ScanLimit <= 0 {
 		o.ScanLimit = DefaultScanLimit
 	}
+	if o.SearchTimeout <= 0 {
+		o.SearchTimeout = DefaultSearchTimeout
+	}
 	c := &Console{o: o, log: o.Logger, now: o.Now}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -168,7 +192,9 @@ func New(o Options) (*Console, error) {
 	if c.pages, err = parseTemplates(); err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
-	c.sessions = newSessions(o.SessionTTL, maxSessions, c.now)
+	if c.sessions, err = newSessions(o, c.now, c.log); err != nil {
+		return nil, fmt.Errorf("console: sessions: %w", err)
+	}
 	c.live = newHub()
 	c.mux = c.routes()
 	return c, nil

@@ -10,15 +10,24 @@
 // is one audit trail and one authorisation.
 //
 // Sessions: a person signs in with an admin or approver token and the name
-// recorded as the actor of each action; the token is exchanged for a random
-// session id in an HttpOnly, SameSite=Strict cookie (Secure behind TLS),
-// kept server-side in memory until sign-out or expiry and never written to
-// a page, URL or log. A session is this replica's: behind a load balancer
-// with several replicas, route /console stickily (or sign in again). Every
-// form carries the session's CSRF token; every answer carries a strict
+// recorded as the actor of each action; the session (a random id, the
+// token, the name, the CSRF token, the expiry) is sealed with AES-256-GCM
+// under a key derived from Options.SessionKey into an HttpOnly,
+// SameSite=Strict cookie (Secure behind TLS), never written to a page, URL
+// or log. Every replica given the same key opens it, so a load balancer
+// needs no stickiness; sign-out records the session's id in the store
+// (Options.Revocations), which every replica reads. Without a key each
+// process makes one: sessions are then that replica's. Every form carries
+// the session's CSRF token; every answer carries a strict
 // Content-Security-Policy (scripts and styles from /console/static only, no
 // inline script) and every page Cache-Control: no-store. An approver sees
 // and decides only its own tenant.
+//
+// The row page's timeline joins the row, the run's events on the stream
+// and the row's journal in the store (Options.Journal): deliveries that
+// changed nothing, the resolver's findings, why it was paged. Search by
+// local, receipt or tool call id is the store's complete FindRows
+// (Options.Finder), within Options.SearchTimeout.
 //
 // The pages work without JavaScript; console.js adds the live feed, a
 // Server-Sent Events stream (/console/events) fed by a core NATS

@@ -29,6 +29,9 @@ const (
 	adminToken    = "console-admin-token-0123456789"
 	acmeApprover  = "acme-approver-token-0123456789"
 	globexApprove = "globex-approver-token-0123456789"
+	// testSessionKey is the fixtures' shared session key (two consoles
+	// over one store are two replicas).
+	testSessionKey = "console-test-session-key-0123456789abcdef"
 )
 
 // fixture is the real API on a memstore, with the console beside it as
@@ -41,6 +44,7 @@ type fixture struct {
 	clock   *testkit.Clock
 	log     *testkit.SyncBuffer
 	srv     *httptest.Server
+	opts    console.Options
 }
 
 type fixtureOption func(*console.Options)
@@ -75,7 +79,11 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		Tenants: []string{"acme", "globex"}, Grace: time.Minute,
 		VendorLinks: map[string]string{"stripe": "https://dashboard.stripe.com/payments/{receipt_id}"},
 		TraceURL:    "https://tempo.example/trace/{trace_id}",
-		Logger:      log, Now: clk.Now,
+		// As cmd/reconciler wires them: the store's complete search, its
+		// row journal and its sign-outs.
+		Finder: st, Journal: st, Revocations: st,
+		SessionKey: testSessionKey,
+		Logger:     log, Now: clk.Now,
 	}
 	for _, fn := range opts {
 		fn(&o)
@@ -96,7 +104,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		ah.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { c.Close(); hs.Close() })
-	return &fixture{t: t, store: st, api: srv, console: c, clock: clk, log: logBuf, srv: hs}
+	return &fixture{t: t, store: st, api: srv, console: c, clock: clk, log: logBuf, srv: hs, opts: o}
 }
 
 // apiCall is one JSON request to the API with a token.

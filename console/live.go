@@ -147,7 +147,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			write([]byte("event: signedout\ndata: {}\n\n"))
 			return
 		case <-beat.C:
-			if !c.sessions.alive(s) {
+			if !c.sessions.alive(r.Context(), s) {
 				write([]byte("event: signedout\ndata: {}\n\n"))
 				return
 			}
@@ -155,7 +155,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 				return
 			}
 		case ev := <-ch:
-			if !c.sessions.alive(s) {
+			if !c.sessions.alive(r.Context(), s) {
 				write([]byte("event: signedout\ndata: {}\n\n"))
 				return
 			}

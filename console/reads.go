@@ -235,11 +235,13 @@ type searchData struct {
 	RunRows   int
 	Truncated bool
 	ScanLimit int
+	// Cut: the store's scan for receipt and tool call ids met its deadline.
+	Cut           bool
+	SearchTimeout time.Duration
 }
 
-// search is GET /console/search?tenant=&q=: a key (exact), a run id, or a
-// local id, receipt id or tool call id among the tenant's newest
-// ScanLimit rows (the store indexes none of those three for reading).
+// search is GET /console/search?tenant=&q=: a key (exact), a run id, a
+// local id, a receipt id or a tool call id (search.go).
 func (c *Console) search(w http.ResponseWriter, r *http.Request, s *session) {
 	tenant, ok := c.tenantOf(r, s)
 	if !ok {
@@ -247,7 +249,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	d := searchData{Query: q, ScanLimit: c.o.ScanLimit}
+	d := searchData{Query: q, ScanLimit: c.o.ScanLimit, SearchTimeout: c.o.SearchTimeout}
 	if q != "" {
 		d.Searched = true
 		ctx := r.Context()
@@ -273,27 +275,15 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request, s *session) {
 				d.RunID, d.RunRows = q, len(rows)
 			}
 		}
-		rows, trunc, err := c.scan(ctx, ledger.ListQuery{Tenant: tenant}, c.o.ScanLimit)
+		var err error
+		if c.o.Finder != nil {
+			err = c.find(ctx, tenant, q, &d, seen)
+		} else {
+			err = c.scanFor(ctx, tenant, q, &d, seen)
+		}
 		if err != nil {
 			c.storeFailed(w, s, err)
 			return
-		}
-		d.Truncated = trunc
-		for _, row := range rows {
-			var m []string
-			if row.MetadataLocalID == q {
-				m = append(m, "local id")
-			}
-			if row.UpstreamReceiptID == q {
-				m = append(m, "receipt id")
-			}
-			if row.ToolCallID == q {
-				m = append(m, "tool call id")
-			}
-			if len(m) > 0 && !seen[row.Key] {
-				seen[row.Key] = true
-				d.Hits = append(d.Hits, searchHit{Row: row, Matched: strings.Join(m, ", ")})
-			}
 		}
 	}
 	c.render(w, http.StatusOK, "search", c.newPage(s, "Search", "search", tenant, d))

@@ -1,10 +1,16 @@
 package console
 
 import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,9 +19,10 @@ import (
 	"unicode/utf8"
 )
 
-// Cookie names. The session cookie holds a random id, never the token;
-// the sign-in cookie holds the CSRF token of the sign-in form (a person not
-// yet signed in has no session to bind it to).
+// Cookie names. The session cookie holds the session sealed (encrypted
+// and authenticated) under the replicas' shared key; the sign-in cookie
+// holds the CSRF token of the sign-in form (a person not yet signed in has
+// no session to bind it to).
 const (
 	sessionCookie = "reconciler_console"
 	signInCookie  = "reconciler_console_signin"
@@ -26,16 +33,18 @@ const (
 )
 
 // session is one signed-in person. token is the bearer token the API
-// calls carry; it stays in this struct.
+// calls carry; it leaves the process only sealed in the cookie.
 type session struct {
+	sid     string
 	id      Identity
 	token   string
 	actor   string
 	csrf    string
 	expires time.Time
-	flash   []flash
-	// ended is set at sign-out, so the session's live stream stops too.
-	ended bool
+	// checked is when alive last asked the store; ended is set once it
+	// answered revoked.
+	checked time.Time
+	ended   bool
 }
 
 // flash is a one-time message shown on the next page (an action's result).
@@ -51,18 +60,73 @@ func (s *session) canSee(tenant string) bool {
 
 func (s *session) admin() bool { return s.id.Role == "admin" }
 
-// sessions are kept in memory, by the SHA-256 of their cookie value, so a
-// dump of the map does not hand out working cookies.
+// sessions seals each session into its cookie with AES-256-GCM under a key
+// derived from Options.SessionKey, which every replica is given: any
+// replica opens a cookie another sealed, so a load balancer needs no
+// stickiness. Sign-out writes the session's id to the store's revocations
+// (Options.Revocations), which every replica reads, so a replayed cookie
+// is refused everywhere; expiry is sealed in the cookie. Without a key the
+// process makes one at random: sessions are then this replica's and end at
+// its restart. Flash messages stay in this replica's memory.
 type sessions struct {
-	mu   sync.Mutex
-	ttl  time.Duration
-	max  int
-	now  func() time.Time
-	byID map[[32]byte]*session
+	aead     cipher.AEAD
+	ttl      time.Duration
+	now      func() time.Time
+	identify func(string) (Identity, bool)
+	revoked  Revocations
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	flash map[string][]flash
+	// local holds this replica's sign-outs when no store keeps them.
+	local map[string]time.Time
 }
 
-func newSessions(ttl time.Duration, max int, now func() time.Time) *sessions {
-	return &sessions{ttl: ttl, max: max, now: now, byID: make(map[[32]byte]*session)}
+// Revocations is the store's record of sign-outs (ledger.Revocations).
+type Revocations interface {
+	RevokeSession(ctx context.Context, id string, until, now time.Time) error
+	SessionRevoked(ctx context.Context, id string) (bool, error)
+}
+
+// maxFlash bounds the sessions holding flash messages in memory.
+const maxFlash = 10000
+
+// revocationCheckEvery is how often a live stream asks the store whether
+// its session was signed out at another replica.
+const revocationCheckEvery = 10 * time.Second
+
+// sealAAD binds a sealed cookie to its purpose and format.
+var sealAAD = []byte("reconciler console session v1")
+
+// sessionKey derives the AES-256 key from the configured secret (or a
+// random one).
+func sessionKey(secret string) ([]byte, error) {
+	if secret == "" {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		return b, nil
+	}
+	return hkdf.Key(sha256.New, []byte(secret), nil, string(sealAAD), 32)
+}
+
+func newSessions(o Options, now func() time.Time, log *slog.Logger) (*sessions, error) {
+	key, err := sessionKey(o.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &sessions{aead: aead, ttl: o.SessionTTL, now: now, identify: o.Identify, revoked: o.Revocations, log: log,
+		flash: map[string][]flash{}, local: map[string]time.Time{}}, nil
 }
 
 func randomToken() string {
@@ -71,79 +135,150 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create stores a new session and returns its cookie value.
-func (ss *sessions) create(id Identity, token, actor string) (string, *session) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	for k, s := range ss.byID {
-		if !now.Before(s.expires) {
-			delete(ss.byID, k)
-		}
-	}
-	if len(ss.byID) >= ss.max {
-		var oldest [32]byte
-		var at time.Time
-		for k, s := range ss.byID {
-			if at.IsZero() || s.expires.Before(at) {
-				oldest, at = k, s.expires
-			}
-		}
-		delete(ss.byID, oldest)
-	}
-	cookie := randomToken()
-	s := &session{id: id, token: token, actor: actor, csrf: randomToken(), expires: now.Add(ss.ttl)}
-	ss.byID[sha256.Sum256([]byte(cookie))] = s
-	return cookie, s
+// sealed is a session as its cookie carries it.
+type sealed struct {
+	SID     string `json:"s"`
+	Token   string `json:"t"`
+	Actor   string `json:"a"`
+	CSRF    string `json:"c"`
+	Expires int64  `json:"e"`
 }
 
-// get returns the live session of a cookie value.
-func (ss *sessions) get(cookie string) (*session, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	k := sha256.Sum256([]byte(cookie))
-	s, ok := ss.byID[k]
+// create seals a new session and returns its cookie value.
+func (ss *sessions) create(id Identity, token, actor string) (string, *session) {
+	s := &session{sid: randomToken(), id: id, token: token, actor: actor, csrf: randomToken(), expires: ss.now().Add(ss.ttl)}
+	plain, _ := json.Marshal(sealed{SID: s.sid, Token: token, Actor: actor, CSRF: s.csrf, Expires: s.expires.Unix()})
+	nonce := make([]byte, ss.aead.NonceSize())
+	_, _ = rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(ss.aead.Seal(nonce, nonce, plain, sealAAD)), s
+}
+
+// decode is a cookie value's bytes (nonce ‖ sealed session).
+func (ss *sessions) decode(cookie string) ([]byte, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(cookie)
+	if err != nil || len(b) < ss.aead.NonceSize() {
+		return nil, false
+	}
+	return b, true
+}
+
+// open unseals a cookie value; it says nothing of revocation.
+func (ss *sessions) open(cookie string) (*session, bool) {
+	b, ok := ss.decode(cookie)
 	if !ok {
 		return nil, false
 	}
-	if !ss.now().Before(s.expires) {
-		delete(ss.byID, k)
+	n := ss.aead.NonceSize()
+	plain, err := ss.aead.Open(nil, b[:n], b[n:], sealAAD)
+	if err != nil {
 		return nil, false
 	}
+	var p sealed
+	if json.Unmarshal(plain, &p) != nil || p.SID == "" {
+		return nil, false
+	}
+	s := &session{sid: p.SID, token: p.Token, actor: p.Actor, csrf: p.CSRF, expires: time.Unix(p.Expires, 0)}
+	if !ss.now().Before(s.expires) {
+		return nil, false
+	}
+	// The token is identified again: one removed from the configuration
+	// ends its sessions at the next restart of each replica.
+	id, ok := ss.identify(p.Token)
+	if !ok || (id.Role != "admin" && id.Role != "approver") {
+		return nil, false
+	}
+	s.id = id
 	return s, true
 }
 
-func (ss *sessions) delete(cookie string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	k := sha256.Sum256([]byte(cookie))
-	if s, ok := ss.byID[k]; ok {
-		s.ended = true
-		delete(ss.byID, k)
+// get returns the live session of a cookie value: sealed by a replica,
+// not expired, not signed out.
+func (ss *sessions) get(ctx context.Context, cookie string) (*session, bool) {
+	s, ok := ss.open(cookie)
+	if !ok {
+		return nil, false
 	}
+	revoked, err := ss.isRevoked(ctx, s.sid)
+	if err != nil {
+		// Fail closed: a sign-out the store holds must not be missed.
+		ss.log.Warn("console: read the session revocations", "err", err)
+		return nil, false
+	}
+	s.checked = ss.now()
+	return s, !revoked
 }
 
-// alive reports whether s is still signed in.
-func (ss *sessions) alive(s *session) bool {
+func (ss *sessions) isRevoked(ctx context.Context, sid string) (bool, error) {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return !s.ended && ss.now().Before(s.expires)
+	_, local := ss.local[sid]
+	ss.mu.Unlock()
+	if local || ss.revoked == nil {
+		return local, nil
+	}
+	return ss.revoked.SessionRevoked(ctx, sid)
+}
+
+// delete signs the cookie's session out, at every replica sharing the
+// store.
+func (ss *sessions) delete(ctx context.Context, cookie string) error {
+	s, ok := ss.open(cookie)
+	if !ok {
+		return nil
+	}
+	now := ss.now()
+	ss.mu.Lock()
+	for k, until := range ss.local {
+		if until.Before(now) {
+			delete(ss.local, k)
+		}
+	}
+	ss.local[s.sid] = s.expires
+	delete(ss.flash, s.sid)
+	ss.mu.Unlock()
+	if ss.revoked == nil {
+		return nil
+	}
+	return ss.revoked.RevokeSession(ctx, s.sid, s.expires, now)
+}
+
+// alive reports whether s is still signed in, asking the store at most
+// every revocationCheckEvery.
+func (ss *sessions) alive(ctx context.Context, s *session) bool {
+	now := ss.now()
+	if s.ended || !now.Before(s.expires) {
+		return false
+	}
+	if now.Sub(s.checked) < revocationCheckEvery {
+		ss.mu.Lock()
+		_, local := ss.local[s.sid]
+		ss.mu.Unlock()
+		return !local
+	}
+	revoked, err := ss.isRevoked(ctx, s.sid)
+	if err != nil {
+		return true // the next check asks again; the pages fail closed
+	}
+	s.checked, s.ended = now, revoked
+	return !revoked
 }
 
 // addFlash and takeFlash keep an action's result for the next page.
 func (ss *sessions) addFlash(s *session, f flash) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if len(s.flash) < 8 {
-		s.flash = append(s.flash, f)
+	if len(ss.flash) >= maxFlash {
+		clear(ss.flash) // messages are a courtesy; memory is bounded
+	}
+	if len(ss.flash[s.sid]) < 8 {
+		ss.flash[s.sid] = append(ss.flash[s.sid], f)
 	}
 }
 
 func (ss *sessions) takeFlash(s *session) []flash {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	f := s.flash
-	s.flash = nil
+	f := ss.flash[s.sid]
+	delete(ss.flash, s.sid)
 	return f
 }
 
@@ -180,7 +315,7 @@ func (c *Console) session(r *http.Request) (*session, bool) {
 	if err != nil || ck.Value == "" {
 		return nil, false
 	}
-	return c.sessions.get(ck.Value)
+	return c.sessions.get(r.Context(), ck.Value)
 }
 
 // form admits a POST from a signed-in person whose form carries the
@@ -274,7 +409,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	// A fresh session id at every sign-in: a cookie planted before it is
 	// worth nothing after.
 	if old, err := r.Cookie(sessionCookie); err == nil {
-		c.sessions.delete(old.Value)
+		if err := c.sessions.delete(r.Context(), old.Value); err != nil {
+			c.log.Warn("console: revoke the previous session", "err", err)
+		}
 	}
 	cookie, _ := c.sessions.create(id, token, actor)
 	c.setCookie(w, r, sessionCookie, cookie, int(c.o.SessionTTL/time.Second))
@@ -285,7 +422,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s *session) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		c.sessions.delete(ck.Value)
+		if err := c.sessions.delete(r.Context(), ck.Value); err != nil {
+			// The cookie stays valid at the other replicas: say so.
+			c.log.Error("console: sign-out not recorded in the store", "actor", s.actor, "err", err)
+			http.Error(w, "sign-out could not be recorded: try again", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	c.setCookie(w, r, sessionCookie, "", -1)
 	c.log.Info("console: signed out", "actor", s.actor, "by", s.id.Fingerprint)

@@ -20,6 +20,10 @@ type entry struct {
 	Detail string
 	// Key links a compensation entry to its row.
 	Key string
+	// order breaks ties between entries of one instant: -1 first (a
+	// resolver finding before the page or the apply it led to), 1 last (a
+	// delivery that changed nothing after the one that did).
+	order int
 }
 
 // timeline builds a row's story from what the service keeps: the row's
@@ -29,7 +33,10 @@ type entry struct {
 // decisions; the page), and the rows of its run that compensate it.
 // Attempts that changed no status (a second try inside the replay window)
 // leave no event: the row counts them, and the timeline says how many.
-func (c *Console) timeline(row ledger.Row, events []ledger.Event, runRows []ledger.Row) []entry {
+// The row's journal adds what changed nothing: webhook deliveries (a
+// duplicate, a late one), the resolver's findings, and why it was paged.
+func (c *Console) timeline(row ledger.Row, events []ledger.Event, runRows []ledger.Row, notes []ledger.JournalEntry) []entry {
+	why := pageReason(notes)
 	var out []entry
 	claim := entry{At: row.FirstSeenAt, Kind: "claim",
 		Title:  fmt.Sprintf("Claimed by run %s for %s", row.RunID, row.Tool),
@@ -76,7 +83,7 @@ func (c *Console) timeline(row ledger.Row, events []ledger.Event, runRows []ledg
 		if ev.Key != row.Key || ev.Tenant != row.Tenant {
 			continue
 		}
-		e, ok := c.eventEntry(row, ev)
+		e, ok := c.eventEntry(row, ev, why)
 		if !ok {
 			continue
 		}
@@ -95,7 +102,12 @@ func (c *Console) timeline(row ledger.Row, events []ledger.Event, runRows []ledg
 		}
 	}
 	if !row.PagedAt.IsZero() && !anyStatus(covered, ledger.EventEscalated) {
-		out = append(out, entry{At: row.PagedAt, Kind: "page", Title: "Paged a person", Detail: pageDetail(row)})
+		out = append(out, entry{At: row.PagedAt, Kind: "page", Title: "Paged a person", Detail: pageDetail(row, why)})
+	}
+	for _, j := range notes {
+		if e, ok := c.journalEntry(row, j); ok {
+			out = append(out, e)
+		}
 	}
 	if res := row.Resolution; res != nil && !covered[string(row.Status)+"/"+string(res.Source)] {
 		e := resolutionEntry(row, string(row.Status), *res, c.o.Verification)
@@ -122,7 +134,9 @@ func (c *Console) timeline(row ledger.Row, events []ledger.Event, runRows []ledg
 		out = append(out, entry{At: row.FirstSeenAt, Kind: "compensation", Key: row.CompensationOf,
 			Title: "This row compensates another (" + row.CompensationAction + ")", Detail: "row " + row.CompensationOf})
 	}
-	slices.SortStableFunc(out, func(a, b entry) int { return cmp.Compare(a.At.UnixNano(), b.At.UnixNano()) })
+	slices.SortStableFunc(out, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(a.At.UnixNano(), b.At.UnixNano()), cmp.Compare(a.order, b.order))
+	})
 	return out
 }
 
@@ -153,15 +167,19 @@ func decider(a *ledger.Approval) string {
 	return strings.Join(parts, "; ")
 }
 
-func pageDetail(row ledger.Row) string {
-	return "dedup key recon:" + row.Tenant + ":" + row.Key + "; the page resolves when the row settles"
+func pageDetail(row ledger.Row, why string) string {
+	d := "dedup key recon:" + row.Tenant + ":" + row.Key + "; the page resolves when the row settles"
+	if why != "" {
+		d = "why: " + why + "; " + d
+	}
+	return d
 }
 
 // eventEntry turns one published event into a timeline entry.
-func (c *Console) eventEntry(row ledger.Row, ev ledger.Event) (entry, bool) {
+func (c *Console) eventEntry(row ledger.Row, ev ledger.Event, why string) (entry, bool) {
 	switch ev.Status {
 	case ledger.EventEscalated:
-		return entry{At: ev.At, Kind: "page", Title: "Paged a person (escalated)", Detail: pageDetail(row)}, true
+		return entry{At: ev.At, Kind: "page", Title: "Paged a person (escalated)", Detail: pageDetail(row, why)}, true
 	case ledger.EventApprovalRequested:
 		d := ""
 		if ev.Approval != nil {
@@ -279,7 +297,14 @@ func (c *Console) rowPage(w http.ResponseWriter, r *http.Request, s *session) {
 		c.storeFailed(w, s, err)
 		return
 	}
-	d.Timeline = c.timeline(row, events, runRows)
+	var notes []ledger.JournalEntry
+	if c.o.Journal != nil {
+		if notes, err = c.o.Journal.RowJournal(ctx, tenant, key); err != nil {
+			c.log.Warn("console: read the row's journal", "tenant", tenant, "key", key, "err", err)
+			d.HistoryNote = strings.TrimSpace(d.HistoryNote + " The row's journal (deliveries that changed nothing, resolver findings, page reasons) could not be read.")
+		}
+	}
+	d.Timeline = c.timeline(row, events, runRows, notes)
 	if row.Request != nil {
 		d.Intent = row.Request.Method + " " + row.Request.Path
 		if row.Request.Body != "" {

@@ -41,6 +41,13 @@
 // Expired and Unchanged deciding what a row alone says) and Close. It
 // passes ledger/storetest.
 //
+// Every store of the repo also offers, beside Store: IdempotencyTx and
+// JournalTx on its Tx (the flows write Idempotency-Key records and the row
+// journal through them, in the action's transaction; DeleteExpired drops a
+// row's journal with it), Journals (RowJournal), Finder (FindRows: the
+// complete search by local, receipt or tool call id) and Revocations (the
+// console's sign-outs).
+//
 // Concurrency: the types are plain values; Store implementations document
 // their own guarantees (every Store must pass ledger/storetest).
 package ledger

@@ -52,9 +52,17 @@ func (f Flows) DecideApproval(ctx context.Context, d ApprovalDecision) (Row, Cha
 	return f.applyLike(ctx, "decide approval", func(tx Tx) (Row, Change, error) { return decideApprovalTx(tx, d) })
 }
 
-// Apply is Store.Apply, run in one transaction.
+// Apply is Store.Apply, run in one transaction, with the journal entries
+// ctx carries (WithJournal).
 func (f Flows) Apply(ctx context.Context, tenant, key string, ev Evidence) (Row, Change, error) {
-	return f.applyLike(ctx, "apply", func(tx Tx) (Row, Change, error) { return applyTx(tx, tenant, key, ev, f.Policy) })
+	notes := journalFrom(ctx)
+	return f.applyLike(ctx, "apply", func(tx Tx) (Row, Change, error) {
+		row, ch, err := applyTx(tx, tenant, key, ev, f.Policy)
+		if err == nil {
+			err = writeJournal(tx, tenant, key, notes)
+		}
+		return row, ch, err
+	})
 }
 
 // applyLike runs a flow that changes one row; with an Idempotency-Key in
@@ -131,15 +139,20 @@ func (f Flows) Ingest(ctx context.Context, d Delivery) (IngestResult, error) {
 	return res, nil
 }
 
-// Escalate is Store.Escalate, run in one transaction.
+// Escalate is Store.Escalate, run in one transaction, with the journal
+// entries ctx carries (WithJournal: why the row is paged) when it pages.
 func (f Flows) Escalate(ctx context.Context, tenant, key string, at time.Time) (Row, bool, error) {
 	var (
 		row Row
 		ok  bool
 	)
+	notes := journalFrom(ctx)
 	err := f.Update(ctx, func(tx Tx) error {
 		var err error
 		row, ok, err = escalateTx(tx, tenant, key, at)
+		if err == nil && ok {
+			err = writeJournal(tx, tenant, key, notes)
+		}
 		return err
 	})
 	if err != nil {
@@ -148,9 +161,11 @@ func (f Flows) Escalate(ctx context.Context, tenant, key string, at time.Time) (
 	return row, ok, nil
 }
 
-// Reschedule is Store.Reschedule, run in one transaction.
+// Reschedule is Store.Reschedule, run in one transaction, with the journal
+// entries ctx carries (WithJournal).
 func (f Flows) Reschedule(ctx context.Context, tenant, key string, next time.Time) error {
-	if err := f.Update(ctx, func(tx Tx) error { return rescheduleTx(tx, tenant, key, next) }); err != nil {
+	notes := journalFrom(ctx)
+	if err := f.Update(ctx, func(tx Tx) error { return rescheduleTx(tx, tenant, key, next, notes) }); err != nil {
 		return fmt.Errorf("reschedule: %w", err)
 	}
 	return nil

@@ -177,6 +177,9 @@ type Delivery struct {
 	// Evidence is applied to the joined row (source webhook).
 	Evidence Evidence
 	At       time.Time
+	// Verified says how the endpoint verified the delivery (its scheme);
+	// the row journal records it with a delivery that changed nothing.
+	Verified string `json:",omitempty"`
 	// Recheck marks a hint: a verified delivery whose body is not signed
 	// (Mailgun). It carries no outcome (Evidence has no status and no
 	// receipt) and makes the joined open row due now, in the same

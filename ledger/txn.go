@@ -287,10 +287,14 @@ func escalateTx(tx Tx, tenant, key string, at time.Time) (Row, bool, error) {
 	return row, true, nil
 }
 
-// rescheduleTx moves an open row's next check inside tx.
-func rescheduleTx(tx Tx, tenant, key string, next time.Time) error {
+// rescheduleTx moves an open row's next check inside tx, and writes the
+// journal entries the caller brought.
+func rescheduleTx(tx Tx, tenant, key string, next time.Time, notes []JournalEntry) error {
 	old, err := tx.GetRow(tenant, key)
 	if err != nil {
+		return err
+	}
+	if err := writeJournal(tx, tenant, key, notes); err != nil {
 		return err
 	}
 	row := old.Clone()
@@ -307,7 +311,7 @@ func ingestTx(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 	}
 	switch _, err := tx.GetInbox(d.Vendor, d.EventID); {
 	case err == nil:
-		return IngestResult{Outcome: IngestDuplicate}, nil
+		return IngestResult{Outcome: IngestDuplicate}, journalDuplicate(tx, d)
 	case !errors.Is(err, ErrNotFound):
 		return IngestResult{}, err
 	}
@@ -366,6 +370,13 @@ func ingest(tx Tx, d Delivery, p Policy) (IngestResult, error) {
 	ch, err := applyWrite(tx, &row, &updated, d.Evidence, p)
 	if err != nil {
 		return IngestResult{}, err
+	}
+	if ch.Event == nil {
+		// Nothing the stream will carry: the journal keeps the delivery.
+		e := deliveryEntry(updated, d, NoteNoChange, ch)
+		if err := writeJournal(tx, updated.Tenant, updated.Key, []JournalEntry{e}); err != nil {
+			return IngestResult{}, err
+		}
 	}
 	return IngestResult{Outcome: IngestAccepted, Row: &updated, Change: ch}, nil
 }

@@ -317,7 +317,7 @@ func (r *Resolver) work(ctx context.Context, lk Lookup, row ledger.Row, now time
 	if out.next.IsZero() {
 		out.next = now.Add(r.backoff(row, now))
 	}
-	r.reschedule(ctx, row, out.next)
+	r.reschedule(out.journal(ctx), row, out.next)
 }
 
 // outcome is what resolve did to one row.
@@ -331,6 +331,9 @@ type outcome struct {
 	// vendorFault is set when err came from the vendor (not the store or
 	// the pager): only then may it pause the vendor.
 	vendorFault bool
+	// notes are the pass's findings for the row journal, written with the
+	// next store write (journal.go).
+	notes []ledger.JournalEntry
 }
 
 func (o *outcome) add(a string) { o.actions = append(o.actions, a) }
@@ -388,6 +391,7 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 
 	if row.UpstreamReceiptID != "" {
 		f, err := lk.Retrieve(ctx, row)
+		out.finding(now, "retrieve "+row.UpstreamReceiptID, f, err)
 		if err != nil {
 			out = out.failVendor(fmt.Errorf("retrieve %s: %w", row.UpstreamReceiptID, err))
 			if stuck {
@@ -406,6 +410,9 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	// Past this switch the row is absent at the vendor (or, for a vendor
 	// without a lookup, the replay below is the lookup).
 	f, err := lk.Find(ctx, row)
+	if !errors.Is(err, ErrNoLookup) {
+		out.finding(now, "search by local id "+row.MetadataLocalID, f, err)
+	}
 	switch {
 	case errors.Is(err, ErrNoLookup):
 	case err != nil:
@@ -451,6 +458,7 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 	// never replayed again: a human has it.
 	if row.Request != nil && ledger.RetryAllowed(row, now) && !frozen && row.PagedAt.IsZero() {
 		f, err := lk.Replay(ctx, row)
+		out.replayed(now, f, err)
 		if err != nil {
 			if code := httpStatusOf(err); code >= 500 {
 				// The vendor stored a 5xx under the key and will replay it:
@@ -480,6 +488,7 @@ func (r *Resolver) resolve(ctx context.Context, lk Lookup, row ledger.Row, now t
 		out.next = minTime(now.Add(r.backoff(row, now)), row.ReplayWindowUntil.Add(jitter(r.opts.MinBackoff/4)))
 		return out
 	}
+	out.note(now, ledger.NoteWindowExpired, "the replay window ended "+row.ReplayWindowUntil.UTC().Format(time.RFC3339)+" with the row still "+string(row.Status))
 	return r.page(ctx, row, now, "still "+string(row.Status)+" after the replay window", out)
 }
 
@@ -515,7 +524,7 @@ func (r *Resolver) settle(ctx context.Context, row ledger.Row, f Finding, now ti
 		Source: ledger.SourceResolver, Status: f.Status, ReceiptID: f.ReceiptID,
 		Amount: f.Amount, Currency: f.Currency, Note: f.Detail, At: now,
 	}
-	updated, ch, err := r.store.Apply(ctx, row.Tenant, row.Key, ev)
+	updated, ch, err := r.store.Apply(out.journal(ctx), row.Tenant, row.Key, ev)
 	if err != nil {
 		return out.fail(fmt.Errorf("apply %s: %w", f.Status, err))
 	}
@@ -566,7 +575,7 @@ func (r *Resolver) page(ctx context.Context, row ledger.Row, now time.Time, why 
 		out.next = now.Add(jitter(r.opts.MinBackoff))
 		return out
 	}
-	cur, first, err := r.escalate(ctx, row, now)
+	cur, first, err := r.escalate(out.journal(ctx, ledger.JournalEntry{Kind: ledger.JournalPage, Outcome: ledger.NotePaged, Detail: why, At: now}), row, now)
 	if err != nil {
 		return out.fail(fmt.Errorf("escalate: %w", err))
 	}

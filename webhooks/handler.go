@@ -463,6 +463,7 @@ func batchResult(results []string) string {
 func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev Event, d ledger.Delivery) (ledger.IngestResult, error) {
 	{
 		ictx, cancel := context.WithTimeout(ctx, h.ingestTimeout)
+		d.Verified = verifiedBy(ep)
 		res, err := h.store.Ingest(ictx, d)
 		cancel()
 		if err != nil {

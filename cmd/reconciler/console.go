@@ -25,7 +25,7 @@ func (m *Main) withConsole(st ledger.Store, nc *nats.Conn, js jetstream.JetStrea
 	if !cfg.Console.Enabled {
 		return apiHandler, nil
 	}
-	c, err := console.New(console.Options{
+	o := console.Options{
 		Store: st, API: apiHandler,
 		Identify: func(token string) (console.Identity, bool) {
 			id, ok := srv.Identify(token)
@@ -40,10 +40,25 @@ func (m *Main) withConsole(st ledger.Store, nc *nats.Conn, js jetstream.JetStrea
 		VendorLinks:   cfg.Console.VendorLinks,
 		Verification:  webhookVerification(cfg),
 		SessionTTL:    cfg.Console.SessionTTL,
+		SessionKey:    cfg.Console.SessionKey,
+		SearchTimeout: cfg.Console.SearchTimeout,
 		SecureCookie:  cfg.Console.SecureCookie,
 		Logger:        m.Logger.With("component", "console"),
 		Now:           m.Now,
-	})
+	}
+	// Every store of the repo keeps a row journal, searches completely and
+	// records sign-outs; a store that did not would get the console's
+	// fallbacks (no journal, the newest rows, this replica's sign-outs).
+	if j, ok := st.(ledger.Journals); ok {
+		o.Journal = j
+	}
+	if f, ok := st.(ledger.Finder); ok {
+		o.Finder = f
+	}
+	if r, ok := st.(ledger.Revocations); ok {
+		o.Revocations = r
+	}
+	c, err := console.New(o)
 	if err != nil {
 		return nil, err
 	}

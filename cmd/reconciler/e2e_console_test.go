@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/agentledger/reconciler/client"
 	"github.com/agentledger/reconciler/cmd/reconciler/internal/configtest"
+	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -68,6 +70,8 @@ func TestE2EConsoleBrowser(t *testing.T) {
 		acmeToken = "console-acme-token-0123456789"
 		approver  = "console-acme-approver-0123456789"
 		admin     = "console-admin-token-0123456789"
+		// stripeSecret signs the deliveries of the journal's webhook row.
+		stripeSecret = "whsec_console_e2e_0123456789"
 	)
 	cfg := configtest.WriteFile(t, "reconciler.yaml", []byte(`tenants:
   - id: acme
@@ -79,6 +83,11 @@ admin_tokens: ["`+admin+`"]
 resolver:
   interval: 200ms
   grace: 200ms
+stripe:
+  endpoints:
+    - name: default
+      tenant: acme
+      secrets: ["`+stripeSecret+`"]
 console:
   trace_url: http://jaeger.example/trace/{trace_id}
   vendor_links:
@@ -198,7 +207,9 @@ console:
 	// Its row page: every field and the timeline.
 	run("open the row", chromedp.Click(rowLink, chromedp.ByQuery), chromedp.WaitVisible(".timeline", chromedp.ByQuery))
 	timeline := textOf(".timeline")
-	for _, want := range []string{"Claimed by run run_mail", "Outcome reported → unknown", "Paged a person"} {
+	// The page's reason comes from the row journal the resolver wrote in
+	// the escalate's transaction.
+	for _, want := range []string{"Claimed by run run_mail", "Outcome reported → unknown", "Paged a person", "why: no lookup for vendor resend"} {
 		if !strings.Contains(timeline, want) {
 			t.Fatalf("timeline lacks %q:\n%s", want, timeline)
 		}
@@ -244,6 +255,38 @@ console:
 	}
 	shot("row-320")
 	run("desktop again", chromedp.EmulateViewport(1100, 900))
+
+	// A Stripe delivery that settles a row, then the same delivery again:
+	// the duplicate changed nothing, and the row journal shows it with its
+	// vendor event id and the endpoint that verified it.
+	code, body = call(t, addr, acmeToken, http.MethodPost, "/v1/claims", `{"run_id": "run_hook", "tool": "stripe.payment_intents.create",
+		"tool_call_id": "call_h", "vendor": "stripe", "tool_class": "write_idempotent", "intent": {"amount": 1050}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("claim: %d %v", code, body)
+	}
+	hooked, localID := rowField(t, body, "key"), rowField(t, body, "metadata_local_id")
+	payload, err := fixtures.Set(fixtures.Load("stripe/2024-06-20/payment_intent.succeeded"), "metadata_local_id", localID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe/default", bytes.NewReader(payload))
+		req.Header.Set("Stripe-Signature", fixtures.SignStripe(payload, time.Now(), stripeSecret))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("delivery: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	run("the webhook row", chromedp.Navigate(base+"/console/row?tenant=acme&key="+hooked), chromedp.WaitVisible(".timeline", chromedp.ByQuery))
+	timeline = textOf(".timeline")
+	for _, want := range []string{"Webhook delivery → succeeded", "Webhook delivery: a duplicate, changed nothing",
+		"vendor event evt_", "verified: signature checked by endpoint default (stripe); Stripe-Signature"} {
+		if !strings.Contains(timeline, want) {
+			t.Fatalf("webhook row's timeline lacks %q:\n%s", want, timeline)
+		}
+	}
+	shot("row-webhook")
 
 	// A gated claim: the SDK's Do waits for the approval the browser gives.
 	gated := strings.Replace(e2eTool, `"autonomy": "autonomous"`, `"autonomy": "approval"`, 1)

@@ -234,6 +234,15 @@ func verifyCrashFile(t *testing.T, path string, acked map[int]int, round int, wa
 		if !ok {
 			t.Fatalf("round %d: key %d acknowledged at level %d, status %s", round, idx, level, r.Status)
 		}
+		// The journal entry commits with the apply: a succeeded row has
+		// one (one more per child that re-ran its apply), any other none.
+		j, err := s.RowJournal(ctx, crashTenant, crashKey(idx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if succeeded := r.Status == ledger.StatusSucceeded; succeeded != (len(j) > 0) {
+			t.Fatalf("round %d: key %d (%s) has %d journal entries", round, idx, r.Status, len(j))
+		}
 	}
 
 	// Exactly one outbox record per transition: unknown iff the row reached
@@ -355,7 +364,10 @@ func TestCrashChild(t *testing.T) {
 				ack("U", i)
 				ev := ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "msg_" + strconv.Itoa(i),
 					VendorEventID: "evt_" + strconv.Itoa(i), At: crashBase.Add(2 * time.Second)}
-				if _, _, err := s.Apply(ctx, crashTenant, key, ev); err != nil {
+				// With a journal entry, as the resolver writes one: it must
+				// be as durable as the transition it goes with.
+				note := ledger.JournalEntry{Kind: ledger.JournalResolver, Outcome: ledger.NoteFound, Detail: "crash " + strconv.Itoa(i), At: ev.At}
+				if _, _, err := s.Apply(ledger.WithJournal(ctx, note), crashTenant, key, ev); err != nil {
 					fail("apply %d: %v", i, err)
 				}
 				ack("S", i)

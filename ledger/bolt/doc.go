@@ -35,6 +35,9 @@
 //	compensations  tenant \x00 original \x00 key       → (open compensations only: retention keeps the original)
 //	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key)
 //	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned))
+//	journal        tenant \x00 key \x00 seq            → ledger.JournalEntry (the row journal, journal.go;
+//	                                                     the newest 100 per row, deleted with the row)
+//	console_revoked session id                          → until (the console's sign-outs, journal.go)
 //	meta           schema_version                       → "2" (a version-1 file is upgraded on open)
 //	               wal_index                            → the last log record bbolt holds, 8-byte big-endian
 //	               rows_<status>                        → count, 8-byte big-endian (moves in PutRow)

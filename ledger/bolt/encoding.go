@@ -46,6 +46,7 @@ var allBuckets = [...][]byte{
 	bucketFreezes, bucketTools, bucketApprovals, bucketApprovalsDue, bucketApprovalsByTenant,
 	bucketSettled, bucketCompensations,
 	bucketIdempotency, bucketIdempotencyByTime,
+	bucketJournal, bucketRevoked,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.

@@ -291,6 +291,9 @@ func (t *boltTx) deleteRow(r *ledger.Row) error {
 			return err
 		}
 	}
+	if err := t.deleteJournal(r.Tenant, r.Key); err != nil {
+		return fmt.Errorf("delete row %s: %w", r.Key, err)
+	}
 	return t.DeleteOrphans(r.MetadataLocalID)
 }
 

@@ -43,6 +43,11 @@ type state struct {
 	// idempotency holds the Idempotency-Key records (idempotency.go); nil
 	// until the first put.
 	idempotency map[idempotencyID]ledger.IdempotencyRecord
+	// journal holds each row's journal, oldest first (journal.go); revoked
+	// the console's sign-outs. Both nil until the first write.
+	journal     map[rowID][]ledger.JournalEntry
+	lastJournal uint64
+	revoked     map[string]time.Time
 }
 
 var _ ledger.Store = (*Store)(nil)

@@ -44,6 +44,7 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time, rows []ledg
 			// Not journalled: nothing after the first delete can fail.
 			st.removeRow(cur)
 			delete(st.orphans, cur.MetadataLocalID)
+			delete(st.journal, id)
 			n++
 		}
 		return nil

@@ -63,7 +63,7 @@ func (r *schemaRecycler) put(t *testing.T, u string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var sql string
-	for _, table := range []string{"rows", "outbox", "inbox", "orphans", "freezes", "tools", "idempotency"} {
+	for _, table := range []string{"rows", "outbox", "inbox", "orphans", "freezes", "tools", "idempotency", "row_journal", "console_revocations"} {
 		sql += "DELETE FROM " + pgx.Identifier{schema, table}.Sanitize() + ";"
 	}
 	if _, err := r.admin.Exec(context.Background(), sql); err != nil {

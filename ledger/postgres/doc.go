@@ -72,6 +72,14 @@
 // PruneIdempotency deletes them, and the commit markers older than ten
 // minutes.
 //
+// The row journal (ledger.JournalTx) is the row_journal table of
+// migration 0008: an append inserts the entry and deletes the row's entries
+// past ledger.MaxJournalPerRow in one statement, under the row's lock the
+// flow already holds; DeleteExpired deletes a row's entries with the row.
+// FindRows is one query (the local id's unique index, or a WHERE on the
+// row document over the tenant's rows: no index for it on the write path);
+// the console's sign-outs are console_revocations.
+//
 // Errors: a missing row is ledger.ErrNotFound; every database or connection
 // failure wraps ledger.ErrUnavailable; after Close every method returns
 // ErrUnavailable.

@@ -84,7 +84,8 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time, rows []ledg
 						AND doc->'row'->'updated_at' = to_jsonb($4::text)
 						AND recon_settled_at(doc) < $5 AND NOT `+retentionHeld+`
 					RETURNING metadata_local_id),
-				o AS (DELETE FROM orphans WHERE local_id IN (SELECT metadata_local_id FROM d))
+				o AS (DELETE FROM orphans WHERE local_id IN (SELECT metadata_local_id FROM d)),
+				j AS (DELETE FROM row_journal WHERE tenant = $1 AND key = $2 AND EXISTS (SELECT 1 FROM d))
 				SELECT count(*) FROM d`,
 				r.Tenant, r.Key, string(r.Status), r.UpdatedAt.Format(time.RFC3339Nano), cutoff.UTC())
 		}

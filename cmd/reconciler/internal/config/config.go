@@ -260,6 +260,12 @@ type ConsoleConfig struct {
 	SecureCookie bool `yaml:"secure_cookie"`
 	// SessionTTL is how long a sign-in lasts.
 	SessionTTL time.Duration `yaml:"session_ttl"`
+	// SessionKey is the secret every replica is given to seal session
+	// cookies, so a sign-in at one is valid at all (sign-outs are kept in
+	// the store). Empty: each replica makes its own; route stickily.
+	SessionKey string `yaml:"session_key" secret:"true"`
+	// SearchTimeout bounds one console search's read of the store.
+	SearchTimeout time.Duration `yaml:"search_timeout"`
 }
 
 // PagingConfig says where a human is paged. With neither configured, pages
@@ -312,7 +318,7 @@ func Default() Config {
 			PagerDuty: PagerDutyConfig{URL: "https://events.pagerduty.com/v2/enqueue"},
 		},
 		Approvals: ApprovalsConfig{TTL: ledger.DefaultApprovalTTL},
-		Console:   ConsoleConfig{Enabled: true, SessionTTL: 8 * time.Hour},
+		Console:   ConsoleConfig{Enabled: true, SessionTTL: 8 * time.Hour, SearchTimeout: 10 * time.Second},
 		origin:    newOrigin(""),
 	}
 }

@@ -97,6 +97,8 @@ var precedenceSamples = map[string][3]string{
 	"console.trace_url":            {"https://file.example/{trace_id}", "https://env.example/t/{trace_id}", "http://flag.example/{trace_id}"},
 	"console.secure_cookie":        {"true", "false", "true"},
 	"console.session_ttl":          {"1h", "2h", "3h"},
+	"console.session_key":          {"file-session-key-0123456789abcdef0123", "env-session-key-0123456789abcdef01234", ""},
+	"console.search_timeout":       {"1s", "2s", "3s"},
 }
 
 // Files the NATS samples name: validation checks that they exist (and that
@@ -251,6 +253,7 @@ func TestParseConfigFull(t *testing.T) {
 		{"approvals", c.Approvals, ApprovalsConfig{TTL: 12 * time.Hour}},
 		{"registry", c.Registry, RegistryConfig{Strict: true}},
 		{"stripe api key", c.Stripe.APIKey, "sk_test_SeKrEt_0003"},
+		{"console session key", c.Console.SessionKey, "console-SeKrEt-session-key-0014-0123456789"},
 		{"stripe endpoint secret", c.Stripe.Endpoints[0].Secrets, []string{"whsec_SeKrEt_0004"}},
 		{"stripe endpoint defaults", [2]any{c.Stripe.Endpoints[1].Tolerance, c.Stripe.Endpoints[1].MetadataKey}, [2]any{5 * time.Minute, "metadata_local_id"}},
 		{"paypal verify default", c.PayPal.Endpoints[1].Verify, "postback"},
@@ -472,6 +475,8 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:3: console.vendor_links.Stripe: invalid vendor "Stripe"`}},
 		{"console session ttl not positive", "console:\n  session_ttl: 0s\n",
 			nil, []string{`cfg.yaml:2: console.session_ttl: must be positive, got 0s`}},
+		{"console session key too short", "console:\n  session_key: short-key\n",
+			nil, []string{`console.session_key: must be at least 32 characters`}},
 		{"registry strict not a boolean", "registry:\n  strict: sometimes\n",
 			nil, []string{`cfg.yaml:2: registry.strict: invalid boolean "sometimes": want true or false`}},
 		{"bad subject prefix", "events:\n  subject_prefix: recon.>\n",

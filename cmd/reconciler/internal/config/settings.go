@@ -100,6 +100,8 @@ var settings = []Setting{
 	{Key: "console.trace_url", Usage: "trace UI link of a row's trace id in the console; {trace_id} is replaced"},
 	{Key: "console.secure_cookie", Usage: "true: the console's session cookie is Secure on plain HTTP too (TLS ends at a proxy)"},
 	{Key: "console.session_ttl", Usage: "how long a console sign-in lasts"},
+	{Key: "console.session_key", Usage: "secret (32+ characters) every replica shares to seal console session cookies", EnvOnly: true},
+	{Key: "console.search_timeout", Usage: "how long one console search may read the store"},
 }
 
 // Settings returns the settings in the order --help shows them.

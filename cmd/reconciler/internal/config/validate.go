@@ -531,6 +531,10 @@ func sortedKeys[V any](m map[string]V) []string {
 // placeholder.
 func (v *validator) console(c ConsoleConfig) {
 	v.positive("console.session_ttl", c.SessionTTL)
+	v.positive("console.search_timeout", c.SearchTimeout)
+	if c.SessionKey != "" && len(c.SessionKey) < 32 {
+		v.add("console.session_key", "must be at least 32 characters (it keys every session cookie)")
+	}
 	link := func(path, tmpl, placeholder string) {
 		v.httpURL(path, strings.ReplaceAll(tmpl, placeholder, "x"), true)
 		if !strings.Contains(tmpl, placeholder) {

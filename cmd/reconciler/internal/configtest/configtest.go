@@ -25,6 +25,7 @@ var fullEnv = map[string]string{
 	"RESEND_API_KEY":         "re_SeKrEt_0013",
 	"POSTMARK_SERVER_TOKEN":  "pm-SeKrEt-0011",
 	"CRM_TOKEN":              "crm-SeKrEt-0012",
+	"CONSOLE_SESSION_KEY":    "console-SeKrEt-session-key-0014-0123456789",
 }
 
 // FullEnv returns a copy of the variables internal/config/testdata/full.yaml
