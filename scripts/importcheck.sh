@@ -106,7 +106,7 @@ internal client ledger events apierror internal/tracing
 internal mcpgate client ledger events apierror internal/tracing
 internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver vendors vendors/presets internal/yamlnode paging registry policy fixtures internal/promreg internal/paypaloauth internal/tracing internal/durable internal/pollcache
 # The load program (cmd/httpload: flags and the load code).
-internal cmd/httpload api apierror vendors vendors/presets internal/yamlnode events events/natsserver ledger ledger/bolt internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
+internal cmd/httpload api apierror vendors vendors/presets internal/yamlnode events events/natsserver ledger ledger/bolt ledger/postgres internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
 # serve's configuration: validators and types, never a store, api or webhooks.
 internal cmd/reconciler/internal/config ledger matcher events resolver vendors vendors/presets paging internal/promreg internal/paypaloauth internal/tracing internal/durable internal/yamlnode
 # Vendor profiles: the ledger's key rules, the shipped presets, the strict YAML walk.

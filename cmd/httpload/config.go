@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/ledger"
 )
 
 // Target names, in the order Run measures them.
@@ -19,6 +19,12 @@ const (
 	TargetPgx = "pgx"
 	// TargetLag is phase 2: claim + outcome pairs on the real API.
 	TargetLag = "real_claim_outcome"
+)
+
+// The real target's stores (Report.Store).
+const (
+	StoreBolt     = "bolt"
+	StorePostgres = "postgres"
 )
 
 // Modes of Run.
@@ -88,6 +94,10 @@ type Config struct {
 	// PostgreSQL to claim mode's phase 1, in the same rounds as bare and
 	// real, and the report's real/pgx ratio.
 	PgxURL string
+	// Store, when set, is a postgres:// URL: the real target runs on
+	// ledger/postgres in a fresh database made on that server for the run
+	// (and dropped after it), instead of bolt in the temporary directory.
+	Store string
 	// NoWAL opens the real target's store without its write-ahead log
 	// (bolt.Options.NoWAL): every group its own bbolt commit.
 	NoWAL bool
@@ -107,7 +117,7 @@ type Config struct {
 
 	// afterWebhook, when set, sees the store after ModeWebhook's load,
 	// before it is closed (tests check the rows themselves).
-	afterWebhook func(ctx context.Context, st *bolt.Store, rows []rowRef, acked []ackedDelivery)
+	afterWebhook func(ctx context.Context, st ledger.Store, rows []rowRef, acked []ackedDelivery)
 }
 
 // DefaultConfig is what `go run ./cmd/httpload` runs: 64 connections, 2 s
@@ -183,6 +193,8 @@ func (c Config) Validate() error {
 		return errors.New("drain timeout: want > 0 when phase 2 or webhook mode runs")
 	case c.RequestTimeout <= 0:
 		return errors.New("request timeout: want > 0")
+	case c.Store != "" && (c.UnsafeNoSync || c.NoWAL):
+		return errors.New("store: -unsafe-nosync and -no-wal are bolt's; not with a PostgreSQL store")
 	}
 	return nil
 }

@@ -18,6 +18,11 @@
 //     random port, the RECON stream and an events.Relay on the store's
 //     outbox, holding each record natsserver.SyncedAfter past its PubAck:
 //     the durable path a claim takes in `reconciler serve`.
+//     With -store postgres://… (Config.Store) the store is ledger/postgres
+//     in a database the run creates on that server (httpload_<random>)
+//     and drops after it, with the store's default pool; the report then
+//     names the store and issue 31's targets (real/pgx >= 0.8,
+//     durable/verify-only >= 0.3).
 //
 // Phase 1 sends unique claims (every one inserts a row) to bare, then to
 // real, and reports claims/s, p50, p99 and errors for each and the ratio

@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentledger/reconciler/fixtures"
 	"github.com/agentledger/reconciler/ledger"
-	"github.com/agentledger/reconciler/ledger/bolt"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -347,7 +346,7 @@ func TestRunWebhook(t *testing.T) {
 	cfg.HalfDuration = 0 // TestRunWebhookEvents runs it
 	cfg.Dir = dir
 	var checked bool
-	cfg.afterWebhook = func(ctx context.Context, st *bolt.Store, rows []rowRef, acked []ackedDelivery) {
+	cfg.afterWebhook = func(ctx context.Context, st ledger.Store, rows []rowRef, acked []ackedDelivery) {
 		checked = true
 		flipped := make(map[string]string, len(acked)) // key → receipt
 		for _, a := range acked {

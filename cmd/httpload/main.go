@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.APILog, "api-log", cfg.APILog, "the API logs JSON at info as serve does (into io.Discard)")
 	fs.BoolVar(&cfg.UnsafeNoSync, "unsafe-nosync", false, "open the real target's store without fdatasync: a ceiling with no durability, for comparison only")
 	fs.StringVar(&cfg.PgxURL, "pgx-url", "", "claim mode: also measure the hand-rolled pgx claim service on this PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/test); the report adds real/pgx")
+	fs.StringVar(&cfg.Store, "store", "", "run the real target on PostgreSQL: a postgres:// URL of a server where the run creates (and then drops) a fresh database; empty: bolt")
 	fs.BoolVar(&cfg.NoWAL, "no-wal", false, "open the real target's store without its write-ahead log (every group its own bbolt commit, as before issue 32)")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent of the temporary data directory (default: the system temp dir)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

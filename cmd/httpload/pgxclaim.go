@@ -66,16 +66,20 @@ func startPgx(ctx context.Context, url string, conns int, now func() time.Time, 
 		}
 	}()
 	held := make([]interface{ Release() }, 0, cfg.MaxConns)
+	release := func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}
 	for range cfg.MaxConns {
 		c, err := pool.Acquire(ctx) // a backend start-up costs ms: not part of a claim
 		if err != nil {
+			release() // pool.Close (deferred) waits for every acquired connection
 			return nil, fmt.Errorf("pgx connect: %w", err)
 		}
 		held = append(held, c)
 	}
-	for _, c := range held {
-		c.Release()
-	}
+	release()
 	var sc string
 	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc); err != nil || sc != "on" {
 		return nil, fmt.Errorf("pgx: synchronous_commit = %q (%v), want on", sc, err)

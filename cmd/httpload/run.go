@@ -36,6 +36,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep := &Report{
 		Conns: cfg.Conns, WarmupMS: ms(cfg.Warmup), DurationMS: ms(cfg.Duration), Rounds: cfg.Rounds,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), APILog: cfg.APILog, UnsafeNoSync: cfg.UnsafeNoSync, Mode: cfg.Mode,
+		Store: StoreBolt,
+	}
+	if cfg.Store != "" {
+		rep.Store = StorePostgres
 	}
 	if cfg.Mode == ModeWebhook {
 		return rep, runWebhook(ctx, cfg, rep)
@@ -64,7 +68,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			}
 		}()
 	}
-	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, now: cfg.Now}, cfg.Logger)
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, pgURL: cfg.Store, now: cfg.Now}, cfg.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("httpload: real target: %w", err)
 	}
@@ -129,9 +133,9 @@ func measure(ctx context.Context, cfg Config, bare *httpServer, pg *pgxTarget, r
 		s := spec
 		s.name, s.base, s.token, s.client = TargetReal+suffix, rt.http.url, rt.token, realClient
 		log.Info("measuring", "target", TargetReal, "round", r, "conns", cfg.Conns, "warmup", s.warmup, "duration", s.duration)
-		st0, t0 := rt.store.Stats(), cfg.Now()
+		st0, t0 := rt.stats(), cfg.Now()
 		realRes.add(drive(ctx, s))
-		boltSum = addStats(boltSum, rt.store.Stats(), st0)
+		boltSum = addStats(boltSum, rt.stats(), st0)
 		boltWall += cfg.Now().Sub(t0)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("httpload: %w", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/agentledger/reconciler/events/natsserver"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/ledger/bolt"
+	"github.com/agentledger/reconciler/ledger/postgres"
 	"github.com/agentledger/reconciler/webhooks"
 )
 
@@ -96,12 +97,17 @@ func bareHandler() http.Handler {
 	return e
 }
 
-// realTarget is the API over bolt with NATS and the relay, as `reconciler
-// serve` wires it.
+// realTarget is the API over the store (bolt, or PostgreSQL with
+// Config.Store) with NATS and the relay, as `reconciler serve` wires it.
 type realTarget struct {
 	dir   string
 	token string
-	store *bolt.Store
+	store ledger.Store
+	// bolt is store when it is bolt (its committer's counters), else nil.
+	bolt *bolt.Store
+	// pgdb is the fresh PostgreSQL database the store is on, dropped at
+	// close; nil on bolt.
+	pgdb  *freshDB
 	ns    *natsserver.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
@@ -122,6 +128,8 @@ type realOptions struct {
 	unsafeNoSync bool
 	// noWAL: see Config.NoWAL.
 	noWAL bool
+	// pgURL: see Config.Store (a postgres:// URL; empty: bolt).
+	pgURL string
 	// stripeSecret, when set, registers the webhook routes as serve does
 	// (one Stripe endpoint, webhookEndpoint, for the tenant) and the
 	// verify-only route beside them (registerVerifyOnly), which serve never
@@ -155,8 +163,20 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	}
 	r.token = "tok_" + hex.EncodeToString(tok)
 
-	if r.store, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: o.unsafeNoSync, NoWAL: o.noWAL}); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+	if o.pgURL != "" {
+		if r.pgdb, err = createFreshDB(ctx, o.pgURL); err != nil {
+			return nil, err
+		}
+		ps, err := postgres.Open(ctx, r.pgdb.url, postgres.Options{Policy: ledger.DefaultPolicy(), Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		r.store = ps
+	} else {
+		if r.bolt, err = bolt.Open(filepath.Join(dir, "reconciler.db"), bolt.Options{Policy: ledger.DefaultPolicy(), UnsafeNoSync: o.unsafeNoSync, NoWAL: o.noWAL}); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		r.store = r.bolt
 	}
 	nopts := natsserver.DefaultOptions(filepath.Join(dir, "nats"), log)
 	nopts.Listen = "127.0.0.1:-1" // never the machine's 4222
@@ -223,6 +243,14 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 	return r, nil
 }
 
+// stats is the bolt committer's counters (zero on PostgreSQL).
+func (r *realTarget) stats() bolt.Stats {
+	if r.bolt == nil {
+		return bolt.Stats{}
+	}
+	return r.bolt.Stats()
+}
+
 // startRelay runs the relay on the store's outbox until close.
 func (r *realTarget) startRelay(ctx context.Context) {
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -263,6 +291,9 @@ func (r *realTarget) close(ctx context.Context) error {
 	}
 	if r.store != nil {
 		errs = append(errs, r.store.Close())
+	}
+	if r.pgdb != nil {
+		errs = append(errs, r.pgdb.drop(sctx))
 	}
 	if err := os.RemoveAll(r.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", r.dir, err))

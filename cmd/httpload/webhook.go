@@ -251,7 +251,7 @@ func runWebhook(ctx context.Context, cfg Config, rep *Report) (err error) {
 	}
 	secret := "whsec_" + hex.EncodeToString(sec)
 
-	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, stripeSecret: secret, deferRelay: true, now: cfg.Now}, log)
+	rt, err := startReal(ctx, cfg.Dir, realOptions{apiLog: cfg.APILog, unsafeNoSync: cfg.UnsafeNoSync, noWAL: cfg.NoWAL, pgURL: cfg.Store, stripeSecret: secret, deferRelay: true, now: cfg.Now}, log)
 	if err != nil {
 		return fmt.Errorf("httpload: real target: %w", err)
 	}
@@ -370,9 +370,9 @@ func measureWebhook(ctx context.Context, cfg Config, rt *realTarget, wl *webhook
 		s := spec
 		s.name, s.client, s.prep, s.iter = TargetDurable+suffix, durableClient, wl.prepDurable, wl.sendDurable
 		log.Info("measuring", "target", TargetDurable, "round", r, "conns", cfg.Conns, "warmup", s.warmup, "duration", s.duration)
-		st0, t0 := rt.store.Stats(), cfg.Now()
+		st0, t0 := rt.stats(), cfg.Now()
 		durableRes.add(drive(ctx, s))
-		boltSum = addStats(boltSum, rt.store.Stats(), st0)
+		boltSum = addStats(boltSum, rt.stats(), st0)
 		boltWall += cfg.Now().Sub(t0)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("httpload: %w", err)
@@ -454,7 +454,7 @@ func measureEvents(ctx context.Context, cfg Config, rt *realTarget, t *lagTracke
 // preclaim claims n rows and reports each one's outcome as a timeout, so
 // all are unknown, from setupConns goroutines (the store groups their
 // commits). It returns each row's key and local id.
-func preclaim(ctx context.Context, st *bolt.Store, n int, now func() time.Time) ([]rowRef, error) {
+func preclaim(ctx context.Context, st ledger.Store, n int, now func() time.Time) ([]rowRef, error) {
 	rows := make([]rowRef, n)
 	var next atomic.Int64
 	ctx, cancel := context.WithCancel(ctx)
@@ -488,7 +488,7 @@ func preclaim(ctx context.Context, st *bolt.Store, n int, now func() time.Time) 
 var setupIntent = json.RawMessage(`{"amount":1050,"currency":"usd","customer":"cus_4QFJOjw2pOmAGJ"}`)
 
 // claimUnknown claims row i as the API would and reports a timeout.
-func claimUnknown(ctx context.Context, st *bolt.Store, i int, now func() time.Time) (rowRef, error) {
+func claimUnknown(ctx context.Context, st ledger.Store, i int, now func() time.Time) (rowRef, error) {
 	c, err := ledger.NewClaim(ledger.ClaimRequest{
 		Tenant: tenant, RunID: "setup-" + strconv.Itoa(i), Tool: "stripe.create_payment_intent",
 		ToolCallID: "call_" + strconv.Itoa(i), Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
@@ -515,7 +515,7 @@ func claimUnknown(ctx context.Context, st *bolt.Store, i int, now func() time.Ti
 }
 
 // clearOutbox acknowledges every outbox record, as if published.
-func clearOutbox(ctx context.Context, st *bolt.Store) error {
+func clearOutbox(ctx context.Context, st ledger.Store) error {
 	for {
 		recs, err := st.PendingEvents(ctx, 10000)
 		if err != nil {

@@ -40,7 +40,25 @@
 //
 // # Transactions and retries
 //
-// Every write is one READ COMMITTED transaction. Reads a write depends on
+// A claim of a new key, the common case, is one round trip (fastclaim.go):
+// the ledger's claim flow runs against a speculative Tx (specTx) that
+// answers every read "nothing there" and records the writes, which then go
+// as one statement (a CTE) in an implicit transaction, each guarded by what
+// makes "nothing there" true at commit — the row's INSERT … ON CONFLICT DO
+// NOTHING (primary key, local id, approval id), the Idempotency-Key
+// record's plain INSERT (a unique violation aborts the statement), and
+// NOT EXISTS on orphans under the local id's advisory lock, taken by a
+// first statement of the same pipeline. Outbox records, NOTIFY and the
+// commit marker are inserted from the row's RETURNING. A conflict, or a
+// flow that reads or writes anything else, runs the locked transaction
+// below, where the flow decides on what it reads.
+//
+// Every other write is one READ COMMITTED transaction, whose BEGIN goes
+// out with its first batch (lazyBegin) and whose row updates, outbox,
+// inbox and Idempotency-Key records go with its COMMIT (atCommit; a read
+// later in the transaction flushes them first, and an update that finds
+// no row or another row's local id fails its statement, so the COMMIT
+// queued after it never runs). Reads a write depends on
 // take locks (see pgTx): GetRow an advisory lock on tenant+key and SELECT …
 // FOR UPDATE, so concurrent claims of one key serialise and every one after
 // the first reads the row the first inserted; RowByLocalID an advisory lock
@@ -66,6 +84,10 @@
 // RetryTimeout the call fails with an error wrapping ledger.ErrUnavailable
 // (errCommitUnknown), never a blind re-run; the caller's resend, with its
 // Idempotency-Key, gets the first send's answer.
+//
+// The one-statement claim's answer, when lost, is settled the same way:
+// its statement inserts the marker from the row's RETURNING (plainly, so a
+// read-back that took the marker first aborts it).
 //
 // The Idempotency-Key records (ledger.IdempotencyTx) are the idempotency
 // table, locked per key with an advisory lock as rows are;
@@ -113,23 +135,34 @@
 // Leases compare times from the callers' injected clocks, so replica
 // clocks must agree to well within a lease.
 //
+// ClaimEvents, HoldEvents and AckEvents commit with synchronous_commit off
+// (execAsync): a crash may lose a lease, a hold or a delete, which costs
+// one more publish of a record that JetStream's Nats-Msg-Id dedupe drops,
+// and in exchange a woken relay waits for no WAL flush before publishing.
+//
 // Outbox sequence numbers come from a sequence at insert time, so across
 // rows a lower seq can commit after a higher one; within a row they are in
 // commit order, because the row lock serialises the row's transactions.
 //
 // # Notify
 //
-// A transaction that appends outbox records also runs pg_notify on the
-// schema's channel; PostgreSQL delivers it only on commit, to every
-// replica. Each Store keeps one dedicated LISTEN connection (not a pool
-// connection: LISTEN belongs to a session) in a goroutine started by Open
-// and stopped by Close; it reconnects with backoff when the connection
-// drops and then signals once, since a notification sent meanwhile is
-// lost. The store also signals its own channel after its own commits.
-// Signals are coalesced into a channel of buffer 1.
+// After a commit that appended outbox records the store signals its own
+// relay and rings the notifier, a goroutine that runs pg_notify on the
+// schema's channel in a transaction of its own, one at a time (rings that
+// come meanwhile coalesce), so every replica's relay wakes. The write
+// transactions send no NOTIFY themselves: PostgreSQL serialises the
+// commits of notifying transactions, WAL flush included, behind one
+// database-wide lock, which would end group commit.
+//
+// Each Store keeps one dedicated LISTEN connection (not a pool connection:
+// LISTEN belongs to a session) in a goroutine started by Open and stopped
+// by Close; it reconnects with backoff when the connection drops and then
+// signals once, since a notification sent meanwhile is lost. Signals are
+// coalesced into a channel of buffer 1.
 //
 // # Concurrency
 //
 // A Store is safe for concurrent use; each call borrows a pool connection
-// for one transaction. The listener is the only goroutine the Store owns.
+// for one transaction. The listener and the notifier are the goroutines
+// the Store owns.
 package postgres

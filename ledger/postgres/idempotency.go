@@ -25,6 +25,9 @@ func (t *pgTx) GetIdempotency(scope, keyHash string) (ledger.IdempotencyRecord, 
 	const q = `SELECT rec FROM idempotency WHERE scope = $1 AND key_hash = $2`
 	var doc []byte
 	var err error
+	if err := t.flush(); err != nil {
+		return ledger.IdempotencyRecord{}, err
+	}
 	if t.write {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockIdempotency), lockID(scope+"\x00"+keyHash))
@@ -69,7 +72,7 @@ func (t *pgTx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRecor
 	}
 	args := []any{scope, keyHash, micros(rec.At), string(doc)}
 	if t.write {
-		t.atCommit = append(t.atCommit, queued{putIdempotencySQL, args})
+		t.atCommit = append(t.atCommit, queued{sql: putIdempotencySQL, args: args})
 		return nil
 	}
 	if _, err := t.q.Exec(t.ctx, putIdempotencySQL, args...); err != nil {

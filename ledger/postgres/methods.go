@@ -56,10 +56,7 @@ func (s *Store) AckEvents(ctx context.Context, seqs ...uint64) error {
 	}
 	ids := seqIDs(seqs)
 	err := s.run(ctx, true, func(tx *pgTx) error {
-		if _, err := tx.q.Exec(ctx, `DELETE FROM outbox WHERE seq = ANY($1)`, ids); err != nil {
-			return dbErr("ack events", err)
-		}
-		return nil
+		return tx.execAsync("ack events", `DELETE FROM outbox WHERE seq = ANY($1)`, ids)
 	})
 	if err != nil {
 		return fmt.Errorf("ack events: %w", err)

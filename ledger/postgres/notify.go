@@ -76,3 +76,44 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 		s.signal()
 	}
 }
+
+// wake tells this replica's relay (Notify) and, through the notifier,
+// every other replica's that a commit wrote outbox records. Called after
+// the commit, so a relay woken reads them.
+//
+// The transaction itself sends no NOTIFY: PostgreSQL serialises every
+// notifying transaction's commit, WAL flush included, behind one
+// database-wide lock (so queue entries appear in commit order), which
+// would end group commit for every write that appends to the outbox. A
+// NOTIFY alone in its own transaction writes no WAL and holds that lock
+// for a moment; the notifier sends one per ring of its doorbell, so a
+// burst of commits costs one.
+func (s *Store) wake() {
+	s.signal()
+	select {
+	case s.others <- struct{}{}:
+	default:
+	}
+}
+
+// notifier sends the NOTIFYs wake asks for, one at a time (rings that
+// come meanwhile are coalesced into the next). It is owned by the Store:
+// started by Open, stopped by Close (through ctx). A NOTIFY that fails is
+// not retried: the other relays read the outbox every RelayOptions.Interval
+// anyway, and the next commit rings again.
+func (s *Store) notifier(ctx context.Context) {
+	defer close(s.notifierDone)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.others:
+		}
+		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.pool.Exec(nctx, `SELECT pg_notify($1, '')`, s.channel)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.logger.Debug("postgres: notify failed", "err", err)
+		}
+	}
+}

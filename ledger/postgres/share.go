@@ -83,8 +83,8 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, limit int, lease
 	}
 	var out []ledger.OutboxRecord
 	err := s.run(ctx, true, func(tx *pgTx) error {
-		if _, err := tx.q.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, int32(lockRelay)); err != nil {
-			return dbErr("relay lock", err)
+		if err := tx.execAsync("relay lock", `SELECT pg_advisory_xact_lock($1, 0)`, int32(lockRelay)); err != nil {
+			return err
 		}
 		var err error
 		out, err = queryEvents(tx, `WITH pick AS (
@@ -117,10 +117,7 @@ func (s *Store) HoldEvents(ctx context.Context, until time.Time, seqs ...uint64)
 		return nil
 	}
 	err := s.run(ctx, true, func(tx *pgTx) error {
-		if _, err := tx.q.Exec(ctx, `UPDATE outbox SET held = true, lease_until = $1 WHERE seq = ANY($2)`, micros(until), seqIDs(seqs)); err != nil {
-			return dbErr("hold events", err)
-		}
-		return nil
+		return tx.execAsync("hold events", `UPDATE outbox SET held = true, lease_until = $1 WHERE seq = ANY($2)`, micros(until), seqIDs(seqs))
 	})
 	if err != nil {
 		return fmt.Errorf("hold events: %w", err)

@@ -85,12 +85,20 @@ type Store struct {
 
 	stopListen context.CancelFunc
 	listenDone chan struct{}
-	closeOnce  sync.Once
+	// others is the notifier's doorbell (buffer 1): a commit that wrote
+	// outbox records rings it, and the notifier NOTIFYs the other
+	// replicas once per ring (notify.go).
+	others       chan struct{}
+	notifierDone chan struct{}
+	closeOnce    sync.Once
 
 	retries atomic.Uint64
 	// commitsSettled counts COMMITs whose answer was lost and whose
 	// outcome was read back (settleCommit).
 	commitsSettled atomic.Uint64
+	// fastInserts counts claims committed in one statement (tryInsert);
+	// fastMisses those that tried and took the locked path.
+	fastInserts, fastMisses atomic.Uint64
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -126,10 +134,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool: pool, policy: opts.Policy, logger: opts.Logger, retryTimeout: opts.RetryTimeout,
 		notify:     make(chan struct{}, 1),
 		listenDone: make(chan struct{}),
+		others:     make(chan struct{}, 1), notifierDone: make(chan struct{}),
 	}
-	s.Flows = ledger.Flows{Policy: opts.Policy, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
-		return s.run(ctx, true, func(tx *pgTx) error { return fn(tx) })
-	}}
+	s.Flows = ledger.Flows{Policy: opts.Policy, Update: s.update}
 	// The first LISTEN is made here, so a commit by any replica after Open
 	// returns is seen; later reconnects happen in the listener goroutine.
 	// It dials while the migrations run: a connection costs a backend fork.
@@ -163,6 +170,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
 	go s.listen(lctx, conn)
+	go s.notifier(lctx)
 	s.logger.Info("postgres: store opened", "schema", d.schema, "schema_version", SchemaVersion(), "migrations_applied", len(applied))
 	return s, nil
 }
@@ -188,6 +196,7 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		s.stopListen()
 		<-s.listenDone
+		<-s.notifierDone
 		s.pool.Close()
 		s.logger.Info("postgres: store closed", "retries", s.retries.Load())
 	})
@@ -289,10 +298,8 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// Release destroys a connection left inside a transaction (pgxpool
 	// checks its status), so no path below leaks one back to the pool.
 	defer conn.Release()
-	if _, err := conn.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED").ReadAll(); err != nil {
-		return dbErr("begin", err)
-	}
-	t := &pgTx{ctx: ctx, q: conn, write: true, channel: s.channel}
+	q := &lazyBegin{conn: conn, pending: true}
+	t := &pgTx{ctx: ctx, q: q, write: true}
 	rollback := func() {
 		// The rollback must reach the server even when ctx is done, or the
 		// connection stays mid-transaction (Release then closes it).
@@ -321,11 +328,18 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 	// The transaction's marker goes in with the COMMIT, in one round trip:
 	// it is what settles a COMMIT whose answer was lost (settleCommit).
 	marker := newMarker()
-	committed, err := commit(ctx, conn.Conn(), t.atCommit, marker)
+	committed, err := commit(ctx, conn.Conn(), q.pending, t.atCommit, marker)
 	if err == nil && !committed {
 		// The server ended the transaction without committing it (an
 		// earlier statement failed and the flow went on regardless).
 		return dbErr("commit", errors.New("the transaction was rolled back"))
+	}
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		// A queued statement's ERROR that is the flow's answer (a row
+		// update that met another row's local id): nothing committed.
+		rollback()
+		return refused.err
 	}
 	var pgErr *pgconn.PgError
 	if err != nil && len(t.atCommit) > 0 && errors.As(err, &pgErr) && commitRefused(err) {
@@ -342,24 +356,32 @@ func (s *Store) once(ctx context.Context, write bool, fn func(*pgTx) error) erro
 		}
 	}
 	if t.appended {
-		s.signal()
+		s.wake()
 	}
 	return nil
 }
 
-// commit sends the transaction's end in one round trip: the statements
-// queued for it, the marker's INSERT and COMMIT. It reports whether the
-// server answered COMMIT (not ROLLBACK). Without queued statements it is
-// one simple query with the marker in its text; with them, one pipeline.
-func commit(ctx context.Context, conn *pgx.Conn, atCommit []queued, marker string) (bool, error) {
+// commit sends the transaction's end in one round trip: its BEGIN when no
+// statement has sent it yet (begin), the statements queued for it, the
+// marker's INSERT and COMMIT. It reports whether the server answered
+// COMMIT (not ROLLBACK). Without queued statements it is one simple query
+// with the marker in its text; with them, one pipeline.
+func commit(ctx context.Context, conn *pgx.Conn, begin bool, atCommit []queued, marker string) (bool, error) {
 	if len(atCommit) == 0 {
-		res, err := conn.PgConn().Exec(ctx, "INSERT INTO commit_markers (id) VALUES ('"+marker+"'); COMMIT").ReadAll()
+		sql := "INSERT INTO commit_markers (id) VALUES ('" + marker + "'); COMMIT"
+		if begin {
+			sql = beginSQL + "; " + sql
+		}
+		res, err := conn.PgConn().Exec(ctx, sql).ReadAll()
 		if err != nil {
 			return false, err
 		}
-		return len(res) == 2 && res[1].CommandTag.String() == "COMMIT", nil
+		return len(res) >= 2 && res[len(res)-1].CommandTag.String() == "COMMIT", nil
 	}
 	b := &pgx.Batch{}
+	if begin {
+		b.Queue(beginSQL)
+	}
 	for _, q := range atCommit {
 		b.Queue(q.sql, q.args...)
 	}
@@ -367,9 +389,21 @@ func commit(ctx context.Context, conn *pgx.Conn, atCommit []queued, marker strin
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
 	var err error
-	for range atCommit {
-		if _, err = br.Exec(); err != nil {
+	if begin {
+		_, err = br.Exec()
+	}
+	for _, q := range atCommit {
+		if err != nil {
 			break
+		}
+		if _, e := br.Exec(); e != nil {
+			err = e
+			var pgErr *pgconn.PgError
+			if q.refused != nil && errors.As(e, &pgErr) {
+				if ferr := q.refused(pgErr); ferr != nil {
+					err = &refusedError{ferr}
+				}
+			}
 		}
 	}
 	var tag pgconn.CommandTag

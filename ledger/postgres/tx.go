@@ -55,10 +55,10 @@ type pgTx struct {
 	ctx      context.Context
 	q        querier
 	write    bool
-	channel  string
 	appended bool
-	// atCommit are writes whose answer the flow does not read (an
-	// Idempotency-Key record), sent with the COMMIT in its round trip.
+	// atCommit are writes whose answer the flow does not read (outbox
+	// records and their NOTIFY, inbox records, Idempotency-Key records),
+	// sent with the COMMIT in its round trip.
 	atCommit []queued
 }
 
@@ -66,6 +66,58 @@ type pgTx struct {
 type queued struct {
 	sql  string
 	args []any
+	// refused, when set, names the flow's error for the statement's
+	// ERROR (nil: the database error stands).
+	refused func(*pgconn.PgError) error
+}
+
+// refusedError is a queued statement's ERROR that is the flow's answer
+// (refused): the transaction is rolled back and err returned as it is.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// result turns a queued statement's failure into the error to return.
+func (q queued) result(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if q.refused != nil && errors.As(err, &pgErr) {
+		if ferr := q.refused(pgErr); ferr != nil {
+			return &refusedError{ferr}
+		}
+	}
+	return dbErr(op, err)
+}
+
+// flush sends the statements queued for the COMMIT now, in one round trip:
+// a read after them must see them (a flow that writes a row and then reads
+// on). The flows read first and write after, so it seldom sends anything.
+func (t *pgTx) flush() error {
+	if !t.write || len(t.atCommit) == 0 {
+		return nil
+	}
+	qs := t.atCommit
+	t.atCommit = nil
+	b := &pgx.Batch{}
+	for _, q := range qs {
+		b.Queue(q.sql, q.args...)
+	}
+	br := t.q.SendBatch(t.ctx, b)
+	var err error
+	for _, q := range qs {
+		if _, e := br.Exec(); e != nil {
+			err = q.result("flush", e)
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = dbErr("flush", cerr)
+	}
+	var re *refusedError
+	if errors.As(err, &re) {
+		return re.err
+	}
+	return err
 }
 
 var _ ledger.Tx = (*pgTx)(nil)
@@ -76,16 +128,6 @@ func lockID(name string) int32 {
 	return int32(h.Sum32())
 }
 
-func (t *pgTx) lock(ns int32, name string) error {
-	if !t.write {
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, `SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name)); err != nil {
-		return dbErr("advisory lock", err)
-	}
-	return nil
-}
-
 // lockedRow reads one row document after taking an advisory lock, in one
 // round trip: the two statements are pipelined, and the server runs the
 // SELECT (with a snapshot of its own, READ COMMITTED) only once the lock is
@@ -93,6 +135,9 @@ func (t *pgTx) lock(ns int32, name string) error {
 func (t *pgTx) lockedRow(op string, ns int32, name, sql string, args ...any) (ledger.Row, error) {
 	if !t.write {
 		return t.oneRow(op, sql, args...)
+	}
+	if err := t.flush(); err != nil {
+		return ledger.Row{}, err
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name))
@@ -114,6 +159,32 @@ func (t *pgTx) lockedRow(op string, ns int32, name, sql string, args ...any) (le
 		return ledger.Row{}, dbErr(op, err)
 	}
 	return decodeRow(doc)
+}
+
+// execAsync runs sql in the transaction after SET LOCAL synchronous_commit
+// = off, the two in one round trip (with the transaction's BEGIN): its
+// COMMIT then returns before the WAL flush. Only for the relay's
+// bookkeeping — leases, holds, deletes of published records — which a
+// crash may lose at the cost of one more publish of a record, and
+// JetStream's Nats-Msg-Id dedupe drops that. A relay woken by a commit
+// then waits for no flush of its own before it publishes, and its writes
+// take no place in the claims' and webhooks' group commits.
+func (t *pgTx) execAsync(op, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(sql, args...)
+	br := t.q.SendBatch(t.ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return dbErr(op, err)
+	}
+	return nil
 }
 
 // rowDoc is the stored form of a row; v lets the format change.
@@ -177,6 +248,9 @@ func (t *pgTx) GetRow(tenant, key string) (ledger.Row, error) {
 // is then read as GetRow reads it (locked), so a decision and a claim of
 // the same row serialise.
 func (t *pgTx) RowByApproval(id string) (ledger.Row, error) {
+	if err := t.flush(); err != nil {
+		return ledger.Row{}, err
+	}
 	var tenant, key string
 	err := t.q.QueryRow(t.ctx, `SELECT tenant, key FROM rows WHERE approval_id = $1`, id).Scan(&tenant, &key)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -199,6 +273,9 @@ func (t *pgTx) RowByLocalID(localID string) (ledger.Row, error) {
 
 // TenantsOfKey implements ledger.Tx; the tenants come sorted (by bytes).
 func (t *pgTx) TenantsOfKey(key string) ([]string, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	rows, err := t.q.Query(t.ctx, `SELECT tenant FROM rows WHERE key = $1 ORDER BY tenant`, key)
 	if err != nil {
 		return nil, dbErr("tenants of key", err)
@@ -226,20 +303,10 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
 		return fmt.Errorf("put row: tenant or key changed: %w", errConflict)
 	}
-	doc, err := encodeRow(row)
+	args, err := rowArgs(row)
 	if err != nil {
 		return err
 	}
-	var approvalID *string
-	var approvalExpires *time.Time
-	if row.Approval != nil {
-		approvalID = &row.Approval.ID
-	}
-	if row.ApprovalOpen() {
-		approvalExpires = nullTime(row.Approval.ExpiresAt)
-	}
-	args := []any{row.Tenant, row.Key, row.MetadataLocalID, string(row.Status), row.RunID,
-		micros(row.FirstSeenAt), nullTime(row.NextCheckAt), doc, approvalID, approvalExpires}
 	if old == nil {
 		tag, err := t.q.Exec(t.ctx, `INSERT INTO rows (tenant, key, metadata_local_id, status, run_id, first_seen_at, next_check_at, doc,
 				approval_id, approval_expires_at)
@@ -254,53 +321,81 @@ func (t *pgTx) PutRow(old *ledger.Row, row ledger.Row) error {
 		}
 		return nil
 	}
-	tag, err := t.q.Exec(t.ctx, `UPDATE rows SET metadata_local_id = $3, status = $4, run_id = $5,
-			first_seen_at = $6, next_check_at = $7, doc = $8::jsonb, approval_id = $9, approval_expires_at = $10
-		WHERE tenant = $1 AND key = $2`, args...)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	// The update goes with the COMMIT (atCommit): the row is locked by the
+	// read that produced old, and a later read in the transaction flushes
+	// it first. It divides by the rows it updated, so an update that finds
+	// no row fails, and the COMMIT queued after it never runs.
+	t.atCommit = append(t.atCommit, queued{sql: updateRowSQL, args: args, refused: updateRefused})
+	return nil
+}
+
+const updateRowSQL = `WITH u AS (UPDATE rows SET metadata_local_id = $3, status = $4, run_id = $5,
+		first_seen_at = $6, next_check_at = $7, doc = $8::jsonb, approval_id = $9, approval_expires_at = $10
+	WHERE tenant = $1 AND key = $2 RETURNING 1)
+	SELECT 1 / (SELECT count(*)::int FROM u)`
+
+// updateRefused names the flow's error for an update the server refused.
+func updateRefused(e *pgconn.PgError) error {
+	switch e.Code {
+	case "23505": // unique_violation: the local id or approval id is another row's
 		return fmt.Errorf("put row: %w: local id in use", ledger.ErrFingerprintMismatch)
-	}
-	if err != nil {
-		return dbErr("update row", err)
-	}
-	if tag.RowsAffected() != 1 {
+	case "22012": // division_by_zero: no row to update
 		return fmt.Errorf("put row: update of a missing row: %w", errConflict)
 	}
 	return nil
 }
 
-// AppendOutbox implements ledger.Tx. The first record of a transaction also
-// queues a NOTIFY, which PostgreSQL delivers only if the transaction
-// commits, so every replica's relay wakes for committed records only.
+// AppendOutbox implements ledger.Tx. In a write transaction the record
+// goes with the COMMIT, in its round trip (atCommit): nothing in a flow
+// reads the outbox, and the row's lock, held until the COMMIT, still
+// orders a row's records. The transaction sends no NOTIFY itself: the
+// store wakes the relays after the commit (Store.wake).
 func (t *pgTx) AppendOutbox(e ledger.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("append outbox: %w", err)
 	}
-	if _, err := t.q.Exec(t.ctx, `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`, e.Tenant, e.Key, string(b)); err != nil {
-		return dbErr("append outbox", err)
-	}
-	if !t.appended {
-		if _, err := t.q.Exec(t.ctx, `SELECT pg_notify($1, '')`, t.channel); err != nil {
-			return dbErr("notify", err)
-		}
+	const insert = `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`
+	args := []any{e.Tenant, e.Key, string(b)}
+	if t.write {
+		t.atCommit = append(t.atCommit, queued{sql: insert, args: args})
 		t.appended = true
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, insert, args...); err != nil {
+		return dbErr("append outbox", err)
 	}
 	return nil
 }
 
-// GetInbox implements ledger.Tx.
+// GetInbox implements ledger.Tx: in a write transaction the event id's
+// advisory lock and the read go in one round trip, as lockedRow's do.
 func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
-	if err := t.lock(lockInbox, vendor+"\x00"+eventID); err != nil {
-		return ledger.InboxRecord{}, err
-	}
+	const q = `SELECT first_seen, result FROM inbox WHERE vendor = $1 AND event_id = $2`
 	var (
 		rec    ledger.InboxRecord
 		result string
+		err    error
 	)
-	err := t.q.QueryRow(t.ctx, `SELECT first_seen, result FROM inbox WHERE vendor = $1 AND event_id = $2`, vendor, eventID).
-		Scan(&rec.FirstSeen, &result)
+	if err := t.flush(); err != nil {
+		return ledger.InboxRecord{}, err
+	}
+	if t.write {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockInbox), lockID(vendor+"\x00"+eventID))
+		b.Queue(q, vendor, eventID)
+		br := t.q.SendBatch(t.ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return ledger.InboxRecord{}, dbErr("advisory lock", err)
+		}
+		err = br.QueryRow().Scan(&rec.FirstSeen, &result)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	} else {
+		err = t.q.QueryRow(t.ctx, q, vendor, eventID).Scan(&rec.FirstSeen, &result)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.InboxRecord{}, ledger.ErrNotFound
 	}
@@ -314,11 +409,17 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 
 // PutInbox implements ledger.Tx; a record for a known event id replaces it
 // (a parked orphan's "orphan" becomes "accepted" when a claim applies it).
+// In a write transaction it goes with the COMMIT (atCommit): the event
+// id's lock, taken by GetInbox, is held until then.
 func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
-	_, err := t.q.Exec(t.ctx, `INSERT INTO inbox (vendor, event_id, first_seen, result) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`,
-		vendor, eventID, micros(rec.FirstSeen), string(rec.Result))
-	if err != nil {
+	const upsert = `INSERT INTO inbox (vendor, event_id, first_seen, result) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`
+	args := []any{vendor, eventID, micros(rec.FirstSeen), string(rec.Result)}
+	if t.write {
+		t.atCommit = append(t.atCommit, queued{sql: upsert, args: args})
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, upsert, args...); err != nil {
 		return dbErr("put inbox", err)
 	}
 	return nil
@@ -327,6 +428,9 @@ func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
 // Orphans implements ledger.Tx: oldest first (by the delivery's time, then
 // by parking order).
 func (t *pgTx) Orphans(localID string) ([]ledger.Delivery, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	rows, err := t.q.Query(t.ctx, `SELECT delivery FROM orphans WHERE local_id = $1 ORDER BY at, parked`, localID)
 	if err != nil {
 		return nil, dbErr("orphans", err)
@@ -378,6 +482,9 @@ func (t *pgTx) DeleteOrphans(localID string) error {
 // the redrive flow locks each local id through RowByLocalID before it reads
 // the deliveries again.
 func (t *pgTx) OrphanLocalIDs(after string, limit int) ([]string, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	rows, err := t.q.Query(t.ctx, `SELECT DISTINCT local_id COLLATE "C" AS lid FROM orphans
 		WHERE local_id COLLATE "C" > $1 ORDER BY lid LIMIT $2`, after, limit)
 	if err != nil {
