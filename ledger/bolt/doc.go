@@ -68,6 +68,13 @@
 // callers woken by the last commit enqueue again: at 64 callers a group
 // carries about 45 ops instead of the 32 of two alternating half-groups.
 //
+// Only what depends on the file's state runs there: Claim encodes the row
+// an autonomous claim inserts in the caller's goroutine, in parallel with
+// the other callers, and PutRow writes those bytes when the row it is
+// given equals the one encoded (preencode.go; any other row is encoded in
+// the committer). Checks that may refuse a write come before its first
+// write, so a refused op never rolls its group back.
+//
 // An op that fails after writing (a half-done flow) rolls the transaction
 // back; it alone receives its error and the group runs again without it.
 // An op that fails before writing anything (not found, a fingerprint
@@ -113,8 +120,12 @@
 //     collect in its own layer; an op that fails after writing discards
 //     it and the group re-runs without that op, as before.
 //   - The group's layer becomes one log record (every key's last write, the
-//     bucket sequences) handed to the syncer goroutine, and the committer
-//     starts the next group at once, on top of the groups not yet durable.
+//     bucket sequences), encoded by the syncer goroutine it is handed to,
+//     and the committer starts the next group at once, on top of the
+//     groups not yet durable. Within a group, a key looked up and found
+//     nowhere is answered from memory when asked for again before the
+//     group writes anything (a claim's key and local id: the flow looks,
+//     then PutRow checks).
 //     The syncer writes every record queued meanwhile, fdatasyncs once, and
 //     only then answers their callers, in order; a group that wrote nothing
 //     is answered with the records queued before it, so no answer ever

@@ -115,6 +115,14 @@ type overlayBucket struct {
 	layers []*layer
 	base   *bolt.Bucket
 	top    *layer
+	// miss is the last key a group's Get found in no layer and not in
+	// bbolt, and missAt the group layer's write count then: until the
+	// group writes again, asking for it again (a claim looks its key and
+	// local id up, then PutRow checks them again) is answered without
+	// the search of every layer and of bbolt's B+tree.
+	miss   []byte
+	missAt int
+	missOK bool
 }
 
 func (b *overlayBucket) lookup(k []byte) (entry, bool) {
@@ -129,13 +137,20 @@ func (b *overlayBucket) lookup(k []byte) (entry, bool) {
 }
 
 func (b *overlayBucket) Get(k []byte) []byte {
+	if b.missOK && b.missAt == b.top.writes && bytes.Equal(k, b.miss) {
+		return nil
+	}
 	if e, ok := b.lookup(k); ok {
 		if e.del {
 			return nil
 		}
 		return e.v
 	}
-	return b.base.Get(k)
+	v := b.base.Get(k)
+	if v == nil && b.top != nil {
+		b.miss, b.missAt, b.missOK = append(b.miss[:0], k...), b.top.writes, true
+	}
+	return v
 }
 
 func (b *overlayBucket) Put(k, v []byte) error {

@@ -124,6 +124,9 @@ type Store struct {
 		// runNanos is time spent running ops, commitNanos time spent in
 		// bbolt's commit (spill, page writes, two fdatasyncs).
 		runNanos, commitNanos atomic.Int64
+		// preEncoded counts inserts written with the bytes their caller
+		// encoded (preencode.go).
+		preEncoded atomic.Uint64
 	}
 }
 
@@ -199,7 +202,12 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: remove the replayed write-ahead log: %w", path, err)
 	}
 	s.Flows = ledger.Flows{Policy: opts.Policy, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
-		return s.write(ctx, func(tx *boltTx) error { return fn(tx) })
+		pre := preRowFrom(ctx) // a claim's row, encoded by Claim (preencode.go)
+		return s.write(ctx, func(tx *boltTx) error {
+			tx.pre = pre
+			defer func() { tx.pre = nil }()
+			return fn(tx)
+		})
 	}}
 	go s.commitLoop()
 	s.logger.Info("bolt: store opened", "path", path, "schema_version", schemaVersion, "wal", !opts.NoWAL, "wal_index", last)

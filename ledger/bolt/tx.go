@@ -28,6 +28,8 @@ type boltTx struct {
 	wal    bool
 	layers []*layer
 	top    *layer
+	// pre is the row the running op's caller encoded (preencode.go).
+	pre *preRow
 }
 
 var _ ledger.Tx = (*boltTx)(nil)
@@ -120,7 +122,7 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if old != nil && (old.Tenant != row.Tenant || old.Key != row.Key) {
 		return fmt.Errorf("put row %s: old row is %s", row.Key, old.Key)
 	}
-	v, err := encodeRow(row)
+	v, err := t.encodeInsert(old, &row)
 	if err != nil {
 		return err
 	}
@@ -129,6 +131,17 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	if old == nil && rows.Get(rk) != nil {
 		// An insert over a stored row would orphan its index entries.
 		return fmt.Errorf("put row %s: insert over an existing row", row.Key)
+	}
+	// Both checks come before the first write: a refused row leaves the
+	// transaction as it was (no rollback), and with the log each repeats
+	// a lookup the claim flow just made, answered without a search
+	// (overlayBucket.Get) while nothing was written in between.
+	lids := t.bucket(bucketLocalIDs)
+	lidMoves := old == nil || old.MetadataLocalID != row.MetadataLocalID
+	if lidMoves {
+		if cur := lids.Get([]byte(row.MetadataLocalID)); cur != nil && !bytes.Equal(cur, rk) {
+			return fmt.Errorf("%w: local id in use", ledger.ErrFingerprintMismatch)
+		}
 	}
 	t.writes++
 	if err := rows.Put(rk, v); err != nil {
@@ -146,11 +159,7 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 		}
 	}
 
-	lids := t.bucket(bucketLocalIDs)
-	if old == nil || old.MetadataLocalID != row.MetadataLocalID {
-		if cur := lids.Get([]byte(row.MetadataLocalID)); cur != nil && !bytes.Equal(cur, rk) {
-			return fmt.Errorf("%w: local id in use", ledger.ErrFingerprintMismatch)
-		}
+	if lidMoves {
 		if old != nil {
 			if err := lids.Delete([]byte(old.MetadataLocalID)); err != nil {
 				return fmt.Errorf("put row: %w", err)

@@ -244,16 +244,16 @@ type pendingGroup struct {
 	failed  bool
 }
 
-// syncJob is one group for the syncer: its record (nil for a group that
-// wrote nothing, which still waits for the groups before it) and callers.
+// syncJob is one group for the syncer: its layer (nil for a group that
+// wrote nothing, which still waits for the groups before it), which the
+// syncer encodes as its record, and its callers.
 type syncJob struct {
 	// gen is the committer's generation when it ran the group: a failed
 	// batch poisons every group run up to then (they decided on top of it).
-	gen     uint64
-	p       *pendingGroup
-	payload []byte
-	group   []*op
-	outbox  bool
+	gen    uint64
+	p      *pendingGroup
+	group  []*op
+	outbox bool
 }
 
 // commitGroupWAL is commitGroup with the log: it runs the group's ops over
@@ -310,8 +310,9 @@ func (s *Store) commitGroupWAL(group []*op) {
 		if g.writes == 0 {
 			s.metrics.readOnly.Add(1)
 		} else {
+			// The syncer encodes the record: g is not written to again, and
+			// the committer's serial section stays the flows alone.
 			job.p = &pendingGroup{l: g}
-			job.payload = encodeLayer(nil, g)
 		}
 		w.mu.Lock()
 		job.gen = w.gen
@@ -363,8 +364,8 @@ func (s *Store) syncLoop() {
 		s.failJobs(doomed, errPoisoned)
 		var payloads [][]byte
 		for _, j := range jobs {
-			if j.payload != nil {
-				payloads = append(payloads, j.payload)
+			if j.p != nil {
+				payloads = append(payloads, encodeLayer(nil, j.p.l))
 			}
 		}
 		start := time.Now()
