@@ -26,6 +26,9 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	if req.Body == nil {
 		return nil, nil
 	}
+	if b, ok := req.Body.(*readBodyOnce); ok { // read (and limited) by the Idempotency-Key middleware
+		return b.data, nil
+	}
 	data, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
 		var mbe *http.MaxBytesError

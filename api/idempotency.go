@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,13 +27,20 @@ const adminScope = "~admin"
 // right now, each with its request's fingerprint: a second send of a value
 // while the first is processed is answered 409 without a second run. Sends
 // to two replicas meet in the store instead, which serialises them on the
-// key's record (ledger.IdempotencyTx).
+// key's record (ledger.IdempotencyTx). Entries are keyed by the value's
+// SHA-256, not its hex text, so entering one allocates nothing.
 type inFlight struct {
 	mu   sync.Mutex
-	reqs map[string]string // scope \x00 key hash → request fingerprint
+	reqs map[inFlightID][sha256.Size]byte // → request fingerprint
 }
 
-func (f *inFlight) enter(id, fp string) error {
+// inFlightID names one value: its scope and its SHA-256.
+type inFlightID struct {
+	scope string
+	key   [sha256.Size]byte
+}
+
+func (f *inFlight) enter(id inFlightID, fp [sha256.Size]byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if first, ok := f.reqs[id]; ok {
@@ -45,17 +51,27 @@ func (f *inFlight) enter(id, fp string) error {
 			"a request with this Idempotency-Key is still being answered; send it again shortly")
 	}
 	if f.reqs == nil {
-		f.reqs = map[string]string{}
+		f.reqs = map[inFlightID][sha256.Size]byte{}
 	}
 	f.reqs[id] = fp
 	return nil
 }
 
-func (f *inFlight) leave(id string) {
+func (f *inFlight) leave(id inFlightID) {
 	f.mu.Lock()
 	delete(f.reqs, id)
 	f.mu.Unlock()
 }
+
+// readBodyOnce is the request body the middleware has read, handed to the
+// route: readBody returns its bytes instead of copying them again.
+type readBodyOnce struct {
+	data []byte
+	r    bytes.Reader
+}
+
+func (b *readBodyOnce) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *readBodyOnce) Close() error               { return nil }
 
 // idempotencyKey reads the request's Idempotency-Key: absent (ok false),
 // or its value, unquoted when it was sent as a structured-field string.
@@ -98,23 +114,58 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		req.Body = io.NopCloser(bytes.NewReader(data))
-		h := sha256.New()
-		h.Write([]byte(req.Method + " " + req.URL.EscapedPath() + "\n"))
-		h.Write(data)
-		fp := hex.EncodeToString(h.Sum(nil))
+		body := &readBodyOnce{data: data}
+		body.r.Reset(data)
+		req.Body = body
+		fp := requestFingerprint(req.Method, req.URL.EscapedPath(), data)
 		p := principalOf(c)
 		scope := p.tenant
 		if p.role == roleAdmin || scope == "" {
 			scope = adminScope
 		}
-		i := ledger.Idempotency{Scope: scope, KeyHash: ledger.IdempotencyKeyHash(v), Request: fp, At: s.now()}
-		id := scope + "\x00" + i.KeyHash
+		id := inFlightID{scope: scope, key: keySum(v)}
 		if err := s.inFlight.enter(id, fp); err != nil {
 			return err
 		}
 		defer s.inFlight.leave(id)
+		i := ledger.Idempotency{Scope: scope, KeyHash: hexString(id.key), Request: hexString(fp), At: s.now()}
 		c.SetRequest(req.WithContext(ledger.WithIdempotency(req.Context(), i)))
 		return next(c)
 	}
+}
+
+// requestFingerprint is the SHA-256 of a request's method, path and body:
+// a resend of a value must match the first send's. A request of up to
+// 1 KiB (a claim's usual size) is hashed from the stack, allocating nothing.
+func requestFingerprint(method, path string, body []byte) [sha256.Size]byte {
+	var buf [1024]byte
+	n := len(method) + len(path) + 2 + len(body)
+	if n > len(buf) {
+		h := sha256.New()
+		h.Write([]byte(method + " " + path + "\n"))
+		h.Write(body)
+		var sum [sha256.Size]byte
+		h.Sum(sum[:0])
+		return sum
+	}
+	in := append(buf[:0], method...)
+	in = append(in, ' ')
+	in = append(in, path...)
+	in = append(in, '\n')
+	in = append(in, body...)
+	return sha256.Sum256(in)
+}
+
+// keySum is the SHA-256 of a header value (ledger.IdempotencyKeyHash
+// before its hex), hashed from the stack.
+func keySum(v string) [sha256.Size]byte {
+	var buf [ledger.MaxIdempotencyKeyLen]byte
+	return sha256.Sum256(buf[:copy(buf[:], v)])
+}
+
+// hexString is sum in lower-case hex, in one allocation.
+func hexString(sum [sha256.Size]byte) string {
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }

@@ -65,8 +65,11 @@ func ValidateIdempotencyKey(v string) error {
 // IdempotencyKeyHash is what a store files a header value under: its
 // SHA-256 in hex. The value lets its holder proceed; the hash does not.
 func IdempotencyKeyHash(value string) string {
-	sum := sha256.Sum256([]byte(value))
-	return hex.EncodeToString(sum[:])
+	var in [MaxIdempotencyKeyLen]byte // hashed from the stack: no allocation
+	sum := sha256.Sum256(in[:copy(in[:], value)])
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }
 
 // Idempotency is a request's Idempotency-Key as the flows see it.
@@ -94,16 +97,33 @@ func (i Idempotency) Validate() error {
 
 type idempotencyCtxKey struct{}
 
+// idempotencyCtx is ctx carrying an Idempotency: one allocation where
+// context.WithValue would make two (the context and the boxed value), on
+// the path of every keyed request. Every other key is its parent's.
+type idempotencyCtx struct {
+	context.Context
+	i Idempotency
+}
+
+func (c *idempotencyCtx) Value(key any) any {
+	if key == (idempotencyCtxKey{}) {
+		return &c.i
+	}
+	return c.Context.Value(key)
+}
+
 // WithIdempotency returns ctx carrying the request's Idempotency-Key: the
 // flows run with it read and write the key's record.
 func WithIdempotency(ctx context.Context, i Idempotency) context.Context {
-	return context.WithValue(ctx, idempotencyCtxKey{}, i)
+	return &idempotencyCtx{Context: ctx, i: i}
 }
 
 // IdempotencyFrom returns the Idempotency-Key ctx carries, if any.
 func IdempotencyFrom(ctx context.Context) (Idempotency, bool) {
-	i, ok := ctx.Value(idempotencyCtxKey{}).(Idempotency)
-	return i, ok
+	if i, ok := ctx.Value(idempotencyCtxKey{}).(*Idempotency); ok {
+		return *i, true
+	}
+	return Idempotency{}, false
 }
 
 // IdempotencyRecord is what a store keeps of one Idempotency-Key: the

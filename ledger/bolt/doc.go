@@ -10,9 +10,10 @@
 //
 // # Layout
 //
-// Every value is JSON but the row counts; rows are versioned
-// ({"v":1,"row":{…}}) and the meta bucket holds the schema version (Open
-// refuses a newer one) and the row count of each status. Keys join
+// Every value is JSON but the row counts and the Idempotency-Key records
+// (a compact binary form: they are written on the claim path); rows are
+// versioned ({"v":1,"row":{…}}) and the meta bucket holds the schema
+// version (Open refuses a newer one) and the row count of each status. Keys join
 // validated printable-ASCII parts with \x00 and times as 8-byte big-endian
 // Unix nanoseconds, so byte order is the order each index needs:
 //
@@ -33,8 +34,9 @@
 //	approvals_by_tenant tenant \x00 expires_at ‖ key    → (open approvals only: GET /v1/approvals)
 //	settled        settled_at ‖ tenant \x00 key         → (settled rows only: retention, retention.go)
 //	compensations  tenant \x00 original \x00 key       → (open compensations only: retention keeps the original)
-//	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key)
-//	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned))
+//	idempotency    scope \x00 key hash                  → ledger.IdempotencyRecord (Idempotency-Key; binary, not JSON)
+//	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned); a record written
+//	                                                     again keeps its older entry until the prune)
 //	journal        tenant \x00 key \x00 seq            → ledger.JournalEntry (the row journal, journal.go;
 //	                                                     the newest 100 per row, deleted with the row)
 //	console_revoked session id                          → until (the console's sign-outs, journal.go)

@@ -33,8 +33,8 @@ var (
 	bucketSettled       = []byte("settled")       // be64(settled_at) ‖ tenant \x00 key → empty; settled rows only
 	bucketCompensations = []byte("compensations") // tenant \x00 original \x00 key → empty; open compensations only
 	// The Idempotency-Key records (idempotency.go).
-	bucketIdempotency       = []byte("idempotency")         // scope \x00 key hash → JSON ledger.IdempotencyRecord
-	bucketIdempotencyByTime = []byte("idempotency_by_time") // be64(at) ‖ scope \x00 key hash → empty
+	bucketIdempotency       = []byte("idempotency")         // scope \x00 key hash → ledger.IdempotencyRecord, binary (idempotency.go)
+	bucketIdempotencyByTime = []byte("idempotency_by_time") // be64(at) ‖ scope \x00 key hash → empty (a rewritten record may leave an older entry)
 )
 
 // allBuckets is an array, so a transaction's handle cache can be sized by

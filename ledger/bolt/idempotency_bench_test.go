@@ -17,6 +17,7 @@ func BenchmarkClaimIdempotencyKey(b *testing.B) {
 	for _, keyed := range []bool{false, true} {
 		b.Run(fmt.Sprintf("keyed=%v", keyed), func(b *testing.B) {
 			s := mustOpen(b, Options{Policy: ledger.DefaultPolicy()})
+			cpu0 := processCPU(b)
 			runCallers(b, 16, "claims/s", func(i int) error {
 				ctx := context.Background()
 				c := benchClaim(b, i)
@@ -30,6 +31,7 @@ func BenchmarkClaimIdempotencyKey(b *testing.B) {
 				}
 				return err
 			})
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/claim")
 			reportGroups(b, s)
 		})
 	}

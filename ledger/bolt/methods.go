@@ -17,7 +17,7 @@ const pruneChunk = 2048
 // PruneInbox walks inbox_by_time from the oldest entry and removes every
 // event first seen before cutoff, pruneChunk per group commit.
 func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
-	n, err := s.pruneByTime(ctx, bucketInboxByTime, bucketInbox, cutoff)
+	n, err := s.pruneByTime(ctx, bucketInboxByTime, bucketInbox, cutoff, nil)
 	if err != nil {
 		return n, fmt.Errorf("prune inbox: %w", err)
 	}
@@ -26,15 +26,17 @@ func (s *Store) PruneInbox(ctx context.Context, cutoff time.Time) (int, error) {
 
 // pruneByTime walks a time index (8-byte big-endian time, then the main
 // bucket's key) from its oldest entry and deletes every entry before
-// cutoff from both buckets, pruneChunk per group commit, so the
-// committer is never held for long. It returns how many it removed.
-func (s *Store) pruneByTime(ctx context.Context, index, main []byte, cutoff time.Time) (int, error) {
+// cutoff from both buckets, pruneChunk index entries per group commit, so
+// the committer is never held for long. An index entry whose value live
+// reports written again since (a newer entry indexes it) goes without its
+// value. It returns how many values it removed.
+func (s *Store) pruneByTime(ctx context.Context, index, main []byte, cutoff time.Time, live func(v []byte) bool) (int, error) {
 	limit := timeKey(cutoff)
 	total := 0
 	for {
-		var n int
+		var walked, n int
 		err := s.write(ctx, func(tx *boltTx) error {
-			n = 0
+			walked, n = 0, 0
 			byTime, b := tx.bucket(index), tx.bucket(main)
 			var keys [][]byte
 			c := byTime.Cursor()
@@ -51,18 +53,24 @@ func (s *Store) pruneByTime(ctx context.Context, index, main []byte, cutoff time
 				if err := byTime.Delete(k); err != nil {
 					return err
 				}
+				if live != nil {
+					if v := b.Get(k[8:]); v == nil || live(v) {
+						continue
+					}
+				}
 				if err := b.Delete(k[8:]); err != nil {
 					return err
 				}
+				n++
 			}
-			n = len(keys)
+			walked = len(keys)
 			return nil
 		})
 		if err != nil {
 			return total, err
 		}
 		total += n
-		if n < pruneChunk {
+		if walked < pruneChunk {
 			return total, nil
 		}
 	}

@@ -30,14 +30,24 @@ func (t *tx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRecord)
 	id := idempotencyID{scope, keyHash}
 	prev, had := t.s.idempotency[id]
 	t.s.idempotency[id] = rec
-	t.undo = append(t.undo, func() {
-		if had {
-			t.s.idempotency[id] = prev
-		} else {
-			delete(t.s.idempotency, id)
-		}
-	})
+	t.idemUndo = append(t.idemUndo, idemUndo{id: id, prev: prev, had: had})
 	return nil
+}
+
+// idemUndo is the undo step of one PutIdempotency: the record it replaced,
+// or none.
+type idemUndo struct {
+	id   idempotencyID
+	prev ledger.IdempotencyRecord
+	had  bool
+}
+
+func (u idemUndo) apply(s *state) {
+	if u.had {
+		s.idempotency[u.id] = u.prev
+	} else {
+		delete(s.idempotency, u.id)
+	}
 }
 
 // PruneIdempotency forgets the records last written before cutoff. It

@@ -16,6 +16,10 @@ type tx struct {
 	s        *state
 	undo     []func()
 	appended bool // an outbox record was written: signal Notify on commit
+	// idemUndo journals the Idempotency-Key records apart from undo, as
+	// data rather than a closure each (idempotency.go): one map, so their
+	// order against the other steps does not matter.
+	idemUndo []idemUndo
 }
 
 var _ ledger.Tx = (*tx)(nil)
@@ -25,6 +29,10 @@ func (t *tx) rollback() {
 		t.undo[i]()
 	}
 	t.undo = nil
+	for i := len(t.idemUndo) - 1; i >= 0; i-- {
+		t.idemUndo[i].apply(t.s)
+	}
+	t.idemUndo = nil
 }
 
 // GetRow implements ledger.Tx.
