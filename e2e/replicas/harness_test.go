@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/natstest"
 	"github.com/agentledger/reconciler/internal/pgtest"
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -208,7 +209,7 @@ func (c *cluster) waitReady(r *replica) {
 	for {
 		select {
 		case <-r.done:
-			c.tb.Fatalf("%s exited before it was ready: %v\n%s", r.id(), r.err, tail(r.log))
+			c.tb.Fatalf("%s exited before it was ready: %v\n%s", r.id(), r.err, natstest.TailFile(r.log))
 		default:
 		}
 		resp, err := http.Get("http://" + r.addr + "/readyz")
@@ -219,7 +220,7 @@ func (c *cluster) waitReady(r *replica) {
 			}
 		}
 		if time.Now().After(deadline) {
-			c.tb.Fatalf("%s not ready after 30s (last: %v)\n%s", r.id(), err, tail(r.log))
+			c.tb.Fatalf("%s not ready after 30s (last: %v)\n%s", r.id(), err, natstest.TailFile(r.log))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -286,22 +287,9 @@ func (c *cluster) stopAll() {
 			<-r.done
 		}
 		if c.tb.Failed() {
-			c.tb.Logf("log of %s:\n%s", r.id(), tail(r.log))
+			c.tb.Logf("log of %s:\n%s", r.id(), natstest.TailFile(r.log))
 		}
 	}
-}
-
-// tail is the end of a log file, for failure messages.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	const n = 4000
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // client is the load program's HTTP client: it fails over to the next

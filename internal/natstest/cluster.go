@@ -204,7 +204,7 @@ func (c *Cluster) Start(i int) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-nd.done:
-			c.tb.Fatalf("natstest: node %s exited at start: %v\n%s", nd.name, nd.exitErr, tailFile(nd.log))
+			c.tb.Fatalf("natstest: node %s exited at start: %v\n%s", nd.name, nd.exitErr, TailFile(nd.log))
 		default:
 		}
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -212,7 +212,7 @@ func (c *Cluster) Start(i int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.tb.Fatalf("natstest: node %s does not accept connections after 60s\n%s", nd.name, tailFile(nd.log))
+			c.tb.Fatalf("natstest: node %s does not accept connections after 60s\n%s", nd.name, TailFile(nd.log))
 		}
 	}
 }
@@ -265,7 +265,7 @@ func (c *Cluster) WaitJetStream(bound time.Duration) {
 }
 
 // Log is the end of node i's log, for a failure message.
-func (c *Cluster) Log(i int) string { return tailFile(c.nodes[i].log) }
+func (c *Cluster) Log(i int) string { return TailFile(c.nodes[i].log) }
 
 // killAll SIGKILLs every live node (the test is over; nothing to keep).
 func (c *Cluster) killAll() {
@@ -280,18 +280,19 @@ func (c *Cluster) killAll() {
 	}
 	if c.tb.Failed() {
 		for _, nd := range c.nodes {
-			c.tb.Logf("log of NATS node %s:\n%s", nd.name, tailFile(nd.log))
+			c.tb.Logf("log of NATS node %s:\n%s", nd.name, TailFile(nd.log))
 		}
 	}
 }
 
-// tailFile is the end of a log file.
-func tailFile(path string) string {
+// TailFile is the last few KiB of a log file, for failure messages (a
+// node's here, a replica's in e2e/replicas).
+func TailFile(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}
-	const n = 3000
+	const n = 4000
 	if len(b) > n {
 		b = b[len(b)-n:]
 	}
