@@ -307,21 +307,38 @@ func natsJS(t testing.TB, stream string) jetstream.JetStream {
 // streamMessages reads every message of the stream.
 func streamMessages(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
+	// A cluster that just got its quorum back answers 503 ("JetStream
+	// system temporarily unavailable") for a few seconds after the relay
+	// has drained: each read is retried for a while, then fails the test.
+	deadline := time.Now().Add(30 * time.Second)
+	retry := func(what string, err error) {
+		t.Helper()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var st jetstream.Stream
+	var info *jetstream.StreamInfo
+	for {
+		var err error
+		if st, err = js.Stream(ctx, name); err == nil {
+			if info, err = st.Info(ctx); err == nil {
+				break
+			}
+		}
+		retry("stream "+name, err)
 	}
 	var out []*jetstream.RawStreamMsg
 	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("get msg %d: %v", seq, err)
+		for {
+			m, err := st.GetMsg(ctx, seq)
+			if err == nil {
+				out = append(out, m)
+				break
+			}
+			retry(fmt.Sprintf("get msg %d", seq), err)
 		}
-		out = append(out, m)
 	}
 	return out
 }
