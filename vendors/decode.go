@@ -127,10 +127,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int, s
 		d.mapping(n, path, line, func(key, val *yaml.Node) {
 			f, ok := yamlnode.FieldByName(t, key.Value)
 			if !ok {
-				d.fail(key.Line, join(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
+				d.fail(key.Line, yamlnode.JoinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
 				return
 			}
-			d.decode(val, v.FieldByIndex(f.Index), join(path, key.Value), key.Line, f.Tag.Get("secret") == "true")
+			d.decode(val, v.FieldByIndex(f.Index), yamlnode.JoinPath(path, key.Value), key.Line, f.Tag.Get("secret") == "true")
 		})
 	case t.Kind() == reflect.Slice:
 		if null {
@@ -154,7 +154,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int, s
 		out := reflect.MakeMap(t)
 		d.mapping(n, path, line, func(key, val *yaml.Node) {
 			elem := reflect.New(t.Elem()).Elem()
-			d.decode(val, elem, mapPath(path, key.Value), key.Line, false)
+			d.decode(val, elem, yamlnode.MapPath(path, key.Value), key.Line, false)
 			out.SetMapIndex(reflect.ValueOf(key.Value), elem)
 		})
 		v.Set(out)
@@ -173,7 +173,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, line int, each func(key, va
 	}
 	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
 		if duplicate {
-			d.fail(key.Line, mapPath(path, key.Value), "%s", msg)
+			d.fail(key.Line, yamlnode.MapPath(path, key.Value), "%s", msg)
 			return
 		}
 		d.fail(key.Line, path, "%s", msg)
@@ -191,7 +191,7 @@ func setScalar(v reflect.Value, s string) error {
 		}
 		dur, err := time.ParseDuration(s)
 		if err != nil || dur < 0 {
-			return fmt.Errorf("invalid duration %q: want a Go duration such as 90s or 15m", truncate(s, 40))
+			return fmt.Errorf("invalid duration %q: want a Go duration such as 90s or 15m", yamlnode.Truncate(s, 40))
 		}
 		v.SetInt(int64(dur))
 	case reflect.PointerTo(t).Implements(textUnmarshalerType):
@@ -205,31 +205,15 @@ func setScalar(v reflect.Value, s string) error {
 	case t.Kind() == reflect.Bool:
 		b, err := strconv.ParseBool(strings.TrimSpace(s))
 		if err != nil {
-			return fmt.Errorf("invalid boolean %q: want true or false", truncate(s, 40))
+			return fmt.Errorf("invalid boolean %q: want true or false", yamlnode.Truncate(s, 40))
 		}
 		v.SetBool(b)
 	case t.Kind() == reflect.Int:
 		i, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
-			return fmt.Errorf("invalid number %q: want a whole number", truncate(s, 40))
+			return fmt.Errorf("invalid number %q: want a whole number", yamlnode.Truncate(s, 40))
 		}
 		v.SetInt(int64(i))
 	}
 	return nil
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// mapPath names a map entry; keys that would be ambiguous in a path are
-// quoted.
-func mapPath(path, key string) string {
-	if key != "" && !strings.ContainsAny(key, ".[]\" ") {
-		return join(path, key)
-	}
-	return path + "[" + strconv.Quote(key) + "]"
 }

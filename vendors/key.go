@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -30,7 +31,7 @@ func (f *KeyFormat) UnmarshalText(b []byte) error {
 		*f = v
 		return nil
 	}
-	return fmt.Errorf("unknown key format %q: want printable, token or uuid4", truncate(string(b), 40))
+	return fmt.Errorf("unknown key format %q: want printable, token or uuid4", yamlnode.Truncate(string(b), 40))
 }
 
 // MinKeyLen is the shortest max_key_len a profile may set: a digest cut to

@@ -81,7 +81,7 @@ func loadOne(item *yaml.Node, path string, o Options, budget *int) (Profile, []*
 		file, data, ok := presets.File(u.Preset)
 		if !ok {
 			return Profile{}, []*Error{{Pos: user.pos["preset"], Path: path + ".preset",
-				Msg: fmt.Sprintf("no preset %q (shipped: %v)", truncate(u.Preset, 40), presets.Names())}}
+				Msg: fmt.Sprintf("no preset %q (shipped: %v)", yamlnode.Truncate(u.Preset, 40), presets.Names())}}
 		}
 		base, basePos, errs := decodePreset(file, data)
 		if len(errs) > 0 {
@@ -130,7 +130,7 @@ func mergeValue(dst, src reflect.Value, path string, set map[string]Pos) {
 	case t.Kind() == reflect.Struct && t != reflect.TypeFor[Rate]():
 		for i := range t.NumField() {
 			name := yamlnode.FieldName(t.Field(i))
-			fp := join(path, name)
+			fp := yamlnode.JoinPath(path, name)
 			if !setUnder(set, fp) {
 				continue
 			}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentledger/reconciler/internal/yamlnode"
 )
 
 // Profile is one vendor's write API as the ledger and the resolver see it:
@@ -155,7 +157,7 @@ func (t *Then) UnmarshalText(b []byte) error {
 		*t = v
 		return nil
 	}
-	return fmt.Errorf("unknown outcome %q: want page, retry, succeeded or failed", truncate(string(b), 40))
+	return fmt.Errorf("unknown outcome %q: want page, retry, succeeded or failed", yamlnode.Truncate(string(b), 40))
 }
 
 // Lookup is the request that asks the vendor for objects carrying our local
@@ -230,7 +232,7 @@ func (w *Window) UnmarshalText(b []byte) error {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return fmt.Errorf("invalid window %q: want a Go duration such as 24h, 0 or forever", truncate(s, 40))
+		return fmt.Errorf("invalid window %q: want a Go duration such as 24h, 0 or forever", yamlnode.Truncate(s, 40))
 	}
 	*w = Window(d)
 	return nil
@@ -267,11 +269,11 @@ func (r *Rate) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
 	n, unit, ok := strings.Cut(s, "/")
 	if !ok {
-		return fmt.Errorf("invalid rate %q: want N/s, N/m or N/h", truncate(s, 40))
+		return fmt.Errorf("invalid rate %q: want N/s, N/m or N/h", yamlnode.Truncate(s, 40))
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
 	if err != nil || v <= 0 || v > 1e6 {
-		return fmt.Errorf("invalid rate %q: want a positive number of calls, such as 10/s", truncate(s, 40))
+		return fmt.Errorf("invalid rate %q: want a positive number of calls, such as 10/s", yamlnode.Truncate(s, 40))
 	}
 	var per time.Duration
 	switch strings.TrimSpace(unit) {
@@ -282,7 +284,7 @@ func (r *Rate) UnmarshalText(b []byte) error {
 	case "h", "hour":
 		per = time.Hour
 	default:
-		return fmt.Errorf("invalid rate %q: the unit is s, m or h", truncate(s, 40))
+		return fmt.Errorf("invalid rate %q: the unit is s, m or h", yamlnode.Truncate(s, 40))
 	}
 	*r = Rate{N: v, Per: per}
 	return nil
@@ -368,11 +370,4 @@ func shortDuration(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

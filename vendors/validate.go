@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -29,7 +30,7 @@ func validate(p, entry Profile, at func(string) Pos) []*Error {
 	if p.Name == "" {
 		add("name", "is required")
 	} else if ledger.ValidateVendor(p.Name) != nil {
-		add("name", "%q is not a vendor name: want [a-z0-9_-], at most 64", truncate(p.Name, 40))
+		add("name", "%q is not a vendor name: want [a-z0-9_-], at most 64", yamlnode.Truncate(p.Name, 40))
 	}
 	if p.APIBase != "" {
 		u, err := url.Parse(p.APIBase)
@@ -207,7 +208,7 @@ func statusMap(path string, m map[string]string, add func(string, string, ...any
 		switch v {
 		case "succeeded", "failed", "pending":
 		default:
-			add(mapPath(path, k), "want succeeded, failed or pending")
+			add(yamlnode.MapPath(path, k), "want succeeded, failed or pending")
 		}
 	}
 }

@@ -778,7 +778,7 @@ func TestRedactedCoversEverySecretField(t *testing.T) {
 			if name == "" {
 				continue
 			}
-			p := joinPath(path, name)
+			p := yamlnode.JoinPath(path, name)
 			_, tagged := f.Tag.Lookup("secret")
 			looksSecret := false
 			for _, w := range []string{"secret", "token", "key", "password"} {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentledger/reconciler/events"
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 )
 
@@ -107,7 +108,7 @@ func (c Config) Validate() error {
 	for i, t := range c.Tenants {
 		p := fmt.Sprintf("tenants[%d]", i)
 		if err := ledger.ValidateTenant(t.ID); err != nil {
-			v.add(p+".id", "invalid tenant id %q: want 1-128 of [A-Za-z0-9_-] (it is a NATS subject token)", truncate(t.ID, 40))
+			v.add(p+".id", "invalid tenant id %q: want 1-128 of [A-Za-z0-9_-] (it is a NATS subject token)", yamlnode.Truncate(t.ID, 40))
 		} else if first, dup := firstID[t.ID]; dup {
 			v.add(p+".id", "duplicate tenant id %q (first at %s)", t.ID, v.ref(first))
 		} else {
@@ -115,7 +116,7 @@ func (c Config) Validate() error {
 		}
 		known[t.ID] = true
 		if len(t.Tokens) == 0 {
-			v.add(p+".tokens", "tenant %q has no tokens", truncate(t.ID, 40))
+			v.add(p+".tokens", "tenant %q has no tokens", yamlnode.Truncate(t.ID, 40))
 		}
 		for j, tok := range t.Tokens {
 			v.token(fmt.Sprintf("%s.tokens[%d]", p, j), tok, tokens)
@@ -171,7 +172,7 @@ func (c Config) Validate() error {
 			v.add(p+".local_id_path", "must say where the sender echoes metadata_local_id (such as data.tags.metadata_local_id)")
 		}
 		if ledger.ValidateVendor(e.Vendor) != nil {
-			v.add(p+".vendor", "invalid vendor %q: want 1-64 of [a-z0-9_-]", truncate(e.Vendor, 40))
+			v.add(p+".vendor", "invalid vendor %q: want 1-64 of [a-z0-9_-]", yamlnode.Truncate(e.Vendor, 40))
 		}
 	}
 
@@ -180,16 +181,16 @@ func (c Config) Validate() error {
 	v.console(c.Console)
 
 	for _, vendor := range sortedKeys(c.EventTypes) {
-		p := mapPath("event_types", vendor)
+		p := yamlnode.MapPath("event_types", vendor)
 		if ledger.ValidateVendor(vendor) != nil {
-			v.add(p, "invalid vendor %q: want 1-64 of [a-z0-9_-]", truncate(vendor, 40))
+			v.add(p, "invalid vendor %q: want 1-64 of [a-z0-9_-]", yamlnode.Truncate(vendor, 40))
 		}
 		for _, typ := range sortedKeys(c.EventTypes[vendor]) {
 			if typ == "" {
 				v.add(p, "empty event type")
 			}
 			if a := c.EventTypes[vendor][typ]; !a.Valid() {
-				v.add(mapPath(p, typ), "invalid action %q: want succeeded, failed, progress or ignore", truncate(string(a), 40))
+				v.add(yamlnode.MapPath(p, typ), "invalid action %q: want succeeded, failed, progress or ignore", yamlnode.Truncate(string(a), 40))
 			}
 		}
 	}
@@ -231,14 +232,14 @@ func (v *validator) nonNegative(path string, d time.Duration) {
 func (v *validator) listenAddr(path, addr string) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		v.add(path, "bad listen address %q: want host:port", truncate(addr, 80))
+		v.add(path, "bad listen address %q: want host:port", yamlnode.Truncate(addr, 80))
 		return
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		v.add(path, "bad listen address %q: port must be 0-65535", truncate(addr, 80))
+		v.add(path, "bad listen address %q: port must be 0-65535", yamlnode.Truncate(addr, 80))
 	}
 	if strings.ContainsAny(host, " /") {
-		v.add(path, "bad listen address %q: bad host", truncate(addr, 80))
+		v.add(path, "bad listen address %q: bad host", yamlnode.Truncate(addr, 80))
 	}
 }
 
@@ -273,7 +274,7 @@ func (v *validator) nats(c Config) {
 	host, _, err := net.SplitHostPort(c.NATSListen)
 	if err == nil && !c.NATSAuth() && !isLoopback(host) {
 		v.add("nats_listen", "%s can be reached from other hosts and the embedded NATS server has no users, so anyone could publish and read every tenant's events: give the tenants nats_nkeys (reconciler nats-creds --tenant T makes one) or listen on 127.0.0.1",
-			truncate(c.NATSListen, 80))
+			yamlnode.Truncate(c.NATSListen, 80))
 	}
 }
 
@@ -382,7 +383,7 @@ func (v *validator) httpURL(path, s string, show bool) {
 		return
 	}
 	if show {
-		v.add(path, "want an http(s) URL, got %q", truncate(s, 80))
+		v.add(path, "want an http(s) URL, got %q", yamlnode.Truncate(s, 80))
 	} else {
 		v.add(path, "want an http(s) URL")
 	}
@@ -418,7 +419,7 @@ func printable(s string) bool {
 // vendor) and that it names a configured tenant.
 func (v *validator) endpoint(p, name, tenant string, names map[string]string, known map[string]bool) {
 	if ledger.ValidateTenant(name) != nil || len(name) > 64 {
-		v.add(p+".name", "invalid endpoint name %q: want 1-64 of [A-Za-z0-9_-] (it is a URL path segment)", truncate(name, 40))
+		v.add(p+".name", "invalid endpoint name %q: want 1-64 of [A-Za-z0-9_-] (it is a URL path segment)", yamlnode.Truncate(name, 40))
 	} else if first, dup := names[name]; dup {
 		v.add(p+".name", "duplicate endpoint name %q (first at %s)", name, v.ref(first))
 	} else {
@@ -426,16 +427,16 @@ func (v *validator) endpoint(p, name, tenant string, names map[string]string, kn
 	}
 	switch {
 	case tenant == "":
-		v.add(p+".tenant", "endpoint %q names no tenant (needed when several tenants are configured)", truncate(name, 40))
+		v.add(p+".tenant", "endpoint %q names no tenant (needed when several tenants are configured)", yamlnode.Truncate(name, 40))
 	case !known[tenant]:
-		v.add(p+".tenant", "endpoint %q names unknown tenant %q", truncate(name, 40), truncate(tenant, 40))
+		v.add(p+".tenant", "endpoint %q names unknown tenant %q", yamlnode.Truncate(name, 40), yamlnode.Truncate(tenant, 40))
 	}
 }
 
 // secrets checks an endpoint's signing secrets without ever quoting one.
 func (v *validator) secrets(p, name string, secrets []string, check func(string) error) {
 	if len(secrets) == 0 {
-		v.add(p+".secrets", "endpoint %q has no secret", truncate(name, 40))
+		v.add(p+".secrets", "endpoint %q has no secret", yamlnode.Truncate(name, 40))
 		return
 	}
 	for j, s := range secrets {
@@ -467,7 +468,7 @@ func checkStandardSecret(s string) error {
 
 func (v *validator) paypalEndpoint(p string, e PayPalEndpoint, pc PayPalConfig) {
 	if strings.TrimSpace(e.WebhookID) == "" {
-		v.add(p+".webhook_id", "endpoint %q has no webhook_id (the id PayPal signs every event with)", truncate(e.Name, 40))
+		v.add(p+".webhook_id", "endpoint %q has no webhook_id (the id PayPal signs every event with)", yamlnode.Truncate(e.Name, 40))
 	}
 	switch e.Verify {
 	case PayPalVerifyOffline:
@@ -479,33 +480,33 @@ func (v *validator) paypalEndpoint(p string, e PayPalEndpoint, pc PayPalConfig) 
 			// ("https://api.paypal.com") would also admit api.paypal.com.evil.example.
 			u, err := url.Parse(pre)
 			if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || !strings.HasSuffix(u.Path, "/") {
-				v.add(fmt.Sprintf("%s.cert_url_prefixes[%d]", p, j), "want an https:// URL ending in / (such as https://api.paypal.com/), got %q", truncate(pre, 80))
+				v.add(fmt.Sprintf("%s.cert_url_prefixes[%d]", p, j), "want an https:// URL ending in / (such as https://api.paypal.com/), got %q", yamlnode.Truncate(pre, 80))
 			}
 		}
 		if len(e.CertCNSuffix) < 2 || e.CertCNSuffix[0] != '.' {
-			v.add(p+".cert_cn_suffix", "want a domain suffix starting with a dot (such as .paypal.com), got %q", truncate(e.CertCNSuffix, 80))
+			v.add(p+".cert_cn_suffix", "want a domain suffix starting with a dot (such as .paypal.com), got %q", yamlnode.Truncate(e.CertCNSuffix, 80))
 		}
 	case PayPalVerifyPostback:
 		if pc.ClientID == "" || pc.ClientSecret == "" {
 			v.add(p+".verify", "postback verification needs paypal.client_id and paypal.client_secret")
 		}
 	default:
-		v.add(p+".verify", "want offline or postback, got %q", truncate(e.Verify, 40))
+		v.add(p+".verify", "want offline or postback, got %q", yamlnode.Truncate(e.Verify, 40))
 	}
 	v.file(p+".ca_file", e.CAFile)
 }
 
 func (v *validator) events(e EventsConfig) {
 	if ledger.ValidateTenant(e.Stream) != nil {
-		v.add("events.stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.Stream, 40))
+		v.add("events.stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", yamlnode.Truncate(e.Stream, 40))
 	}
 	if ledger.ValidateTenant(e.WorkStream) != nil {
-		v.add("events.work_stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", truncate(e.WorkStream, 40))
+		v.add("events.work_stream", "invalid stream name %q: want 1-128 of [A-Za-z0-9_-]", yamlnode.Truncate(e.WorkStream, 40))
 	} else if e.WorkStream == e.Stream {
 		v.add("events.work_stream", "must not be the events stream %q: work items need a work-queue stream of their own", e.Stream)
 	}
 	if events.ValidSubjectPrefix(e.SubjectPrefix) != nil {
-		v.add("events.subject_prefix", "invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", truncate(e.SubjectPrefix, 40))
+		v.add("events.subject_prefix", "invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", yamlnode.Truncate(e.SubjectPrefix, 40))
 	}
 }
 
@@ -545,9 +546,9 @@ func (v *validator) console(c ConsoleConfig) {
 		link("console.trace_url", c.TraceURL, "{trace_id}")
 	}
 	for _, vendor := range sortedKeys(c.VendorLinks) {
-		p := mapPath("console.vendor_links", vendor)
+		p := yamlnode.MapPath("console.vendor_links", vendor)
 		if ledger.ValidateVendor(vendor) != nil {
-			v.add(p, "invalid vendor %q: want 1-64 of [a-z0-9_-]", truncate(vendor, 40))
+			v.add(p, "invalid vendor %q: want 1-64 of [a-z0-9_-]", yamlnode.Truncate(vendor, 40))
 		}
 		link(p, c.VendorLinks[vendor], "{receipt_id}")
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentledger/reconciler/internal/yamlnode"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 )
@@ -117,12 +118,12 @@ func (v *validator) webhooks(eps []WebhookEndpoint, known map[string]bool, inbox
 			v.add(p+".preset", "%q has its own section (%s:), not a preset", family, family)
 		}
 		if e.Preset == "" && e.Scheme == "" {
-			v.add(p+".preset", "endpoint %q names no preset and no scheme", truncate(e.Name, 40))
+			v.add(p+".preset", "endpoint %q names no preset and no scheme", yamlnode.Truncate(e.Name, 40))
 		}
 		v.endpoint(p, e.Name, e.Tenant, names[family], known)
 		v.secrets(p, e.Name, e.Secrets, nil)
 		if vendor := e.webhookVendor(); ledger.ValidateVendor(vendor) != nil {
-			v.add(p+".vendor", "invalid vendor %q: want 1-64 of [a-z0-9_-] (set vendor: when the preset's name is not one)", truncate(vendor, 40))
+			v.add(p+".vendor", "invalid vendor %q: want 1-64 of [a-z0-9_-] (set vendor: when the preset's name is not one)", yamlnode.Truncate(vendor, 40))
 		}
 		if e.URL != "" {
 			if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -139,7 +140,7 @@ func (v *validator) webhooks(eps []WebhookEndpoint, known map[string]bool, inbox
 		}
 		for _, typ := range sortedKeys(e.Types) {
 			if a := e.Types[typ]; !a.Valid() {
-				v.add(mapPath(p+".types", typ), "invalid action %q: want succeeded, failed, progress or ignore", truncate(string(a), 40))
+				v.add(yamlnode.MapPath(p+".types", typ), "invalid action %q: want succeeded, failed, progress or ignore", yamlnode.Truncate(string(a), 40))
 			}
 		}
 	}

@@ -267,10 +267,10 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
 			f, ok := yamlnode.FieldByName(t, key.Value)
 			if !ok {
-				d.fail(key.Line, joinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
+				d.fail(key.Line, yamlnode.JoinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
 				return
 			}
-			d.decode(val, v.FieldByIndex(f.Index), joinPath(path, key.Value), key.Line)
+			d.decode(val, v.FieldByIndex(f.Index), yamlnode.JoinPath(path, key.Value), key.Line)
 		})
 	case t.Kind() == reflect.Slice:
 		if null {
@@ -298,7 +298,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line in
 		out := reflect.MakeMap(t)
 		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
 			elem := reflect.New(t.Elem()).Elem()
-			d.decode(val, elem, mapPath(path, key.Value), key.Line)
+			d.decode(val, elem, yamlnode.MapPath(path, key.Value), key.Line)
 			out.SetMapIndex(reflect.ValueOf(key.Value).Convert(t.Key()), elem)
 		})
 		v.Set(out)
@@ -317,7 +317,7 @@ func (d *yamlDecoder) mapping(n *yaml.Node, path string, line int, each func(key
 	}
 	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
 		if duplicate {
-			d.fail(key.Line, mapPath(path, key.Value), "%s", msg)
+			d.fail(key.Line, yamlnode.MapPath(path, key.Value), "%s", msg)
 			return
 		}
 		d.fail(key.Line, path, "%s", msg)
@@ -406,7 +406,7 @@ func expandEnv(s string, getenv func(string) string) (string, []string, error) {
 		}
 		name := s[i+2 : i+end]
 		if !validEnvName(name) {
-			return "", nil, fmt.Errorf("bad variable name %q in ${...}: want [A-Za-z_][A-Za-z0-9_]*", truncate(name, 40))
+			return "", nil, fmt.Errorf("bad variable name %q in ${...}: want [A-Za-z_][A-Za-z0-9_]*", yamlnode.Truncate(name, 40))
 		}
 		val := ""
 		if getenv != nil {
@@ -435,29 +435,6 @@ func validEnvName(s string) bool {
 		}
 	}
 	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// mapPath names a map entry; keys with dots (event types) are quoted so the
-// path stays unambiguous.
-func mapPath(path, key string) string {
-	if key != "" && !strings.ContainsAny(key, ".[]\" ") {
-		return joinPath(path, key)
-	}
-	return path + "[" + strconv.Quote(key) + "]"
 }
 
 // fieldByPath finds the field of a top-level setting ("resolver.interval").
