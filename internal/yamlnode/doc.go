@@ -14,5 +14,6 @@
 // walk: it reads JSON-tagged ledger types and checks YAML tags.
 //
 // It imports yaml.v3 and the standard library only. Its functions are
-// pure and safe for concurrent use.
+// pure and safe for concurrent use; a Decoder is used by one goroutine at
+// a time.
 package yamlnode
