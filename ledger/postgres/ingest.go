@@ -74,7 +74,7 @@ func replayTokenID(token string) string { return "replay-token:" + token }
 // inboxSQL reads one inbox record.
 const inboxSQL = `SELECT first_seen, result FROM inbox WHERE vendor = $1 AND event_id = $2`
 
-// load sends the pipeline: the event id's lock and record, the replay
+// loadPrefetch sends the pipeline: the event id's lock and record, the replay
 // token's, the local id's lock and row. An error fails the transaction
 // (which the store re-runs when the error says it may).
 func (t *pgTx) loadPrefetch() error {
