@@ -189,6 +189,13 @@ func TestScanStripeMatchesReflect(t *testing.T) {
 		sameDecode(t, []byte(c), "")
 		sameDecode(t, []byte(c), "order")
 	}
+	// Nesting at and past the tokenizer's depth limit, in a member nobody
+	// reads and in data.object.
+	for _, depth := range []int{100, 9990, 10001} {
+		deep := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+		sameDecode(t, []byte(`{"id":"evt_1","type":"x","unknown":`+deep+`}`), "")
+		sameDecode(t, []byte(`{"id":"evt_1","type":"x","data":{"object":{"charge":`+deep+`}}}`), "")
+	}
 	// Every Stripe fixture, with and without a metadata key of its own.
 	files, err := filepath.Glob("../fixtures/stripe/*/*.json")
 	if err != nil || len(files) == 0 {
