@@ -97,7 +97,7 @@ func migrateChunk(tx *bolt.Tx, chunkBytes int) (int, bool, error) {
 	if err := m.Put(metaMigrating, []byte("1")); err != nil {
 		return 0, false, err
 	}
-	rows, lids, keys := tx.Bucket(bucketRows), tx.Bucket(bucketLocalIDs), tx.Bucket(bucketKeys)
+	rows, lids, keys := packRows(tx.Bucket(bucketRows), bucketRows), tx.Bucket(bucketLocalIDs), tx.Bucket(bucketKeys)
 	var moved [][]byte
 	size := 0
 	c := old.Cursor()

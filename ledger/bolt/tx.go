@@ -47,6 +47,9 @@ func (t *boltTx) bucket(name []byte) kvBucket {
 	if b == nil {
 		panic(fmt.Sprintf("bolt: bucket %q missing", name))
 	}
+	if t.tx.Writable() {
+		packRows(b, name)
+	}
 	var kb kvBucket = boltBucket{b}
 	if t.wal {
 		kb = &overlayBucket{i: i, layers: t.layers, base: b, top: t.top}
