@@ -437,3 +437,45 @@ func TestMigrationCrashChild(t *testing.T) {
 	}
 	fmt.Println("MIGRATED")
 }
+
+// The offline operations take a schema-2 copy as it is: restore checks
+// it (rows counted, invariants left to Open), compact copies the old
+// layout, and the node that opens either migrates it.
+func TestStoreOpsOnSchema2(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	copyPath := filepath.Join(dir, "copy.db")
+	copyTestFile(t, filepath.Join(fixtureDir, "ledger.db"), copyPath)
+	for _, op := range []string{"restore", "compact"} {
+		t.Run(op, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "reconciler.db")
+			switch op {
+			case "restore":
+				rep, err := Restore(ctx, copyPath, path, false)
+				if err != nil || rep.Rows != 9 || rep.Invariants {
+					t.Fatalf("restore a schema-2 copy: %+v, %v; want 9 rows, invariants left to Open", rep, err)
+				}
+			case "compact":
+				copyTestFile(t, copyPath, path)
+				if _, _, err := Compact(ctx, path); err != nil {
+					t.Fatalf("compact a schema-2 file: %v", err)
+				}
+				if st := readMigrationState(t, path); st.version != "2" || st.oldRows != 9 {
+					t.Fatalf("compacted: %+v, want the schema-2 file as it was", st)
+				}
+			}
+			s, err := Open(path, Options{Policy: ledger.DefaultPolicy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustConsistent(t, s)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantMigrated(t, path, 9)
+			if rep, err := CheckFileIsolated(ctx, path); err != nil || rep.Rows != 9 || !rep.Invariants {
+				t.Fatalf("check of the migrated file: %+v, %v", rep, err)
+			}
+		})
+	}
+}
