@@ -32,38 +32,52 @@ func downgradeToSchema2(tb testing.TB, path string) {
 		tb.Fatal(err)
 	}
 	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		old, err := tx.CreateBucket(bucketRowsV2)
-		if err != nil {
-			return err
-		}
-		lids, keys := tx.Bucket(bucketLocalIDs), tx.Bucket(bucketKeys)
-		if err := tx.Bucket(bucketRows).ForEach(func(_, v []byte) error {
-			r, err := decodeRow(v)
+	// In transactions of 20,000 rows, as a large file needs.
+	for done := false; !done; {
+		err = db.Update(func(tx *bolt.Tx) error {
+			old, err := tx.CreateBucketIfNotExists(bucketRowsV2)
 			if err != nil {
 				return err
 			}
-			rk := rowKey(r.Tenant, r.Key)
-			if err := old.Put(rk, cloneBytes(v)); err != nil {
+			if err := tx.Bucket(bucketMeta).Put(metaSchemaVersion, []byte("2")); err != nil {
 				return err
 			}
-			if err := lids.Put([]byte(r.MetadataLocalID), rk); err != nil {
-				return err
+			rows, lids, keys := tx.Bucket(bucketRows), tx.Bucket(bucketLocalIDs), tx.Bucket(bucketKeys)
+			var moved [][]byte
+			c := rows.Cursor()
+			for seq, v := c.First(); seq != nil && len(moved) < 20000; seq, v = c.Next() {
+				r, err := decodeRow(v)
+				if err != nil {
+					return err
+				}
+				rk := rowKey(r.Tenant, r.Key)
+				if err := old.Put(rk, cloneBytes(v)); err != nil {
+					return err
+				}
+				if err := lids.Put([]byte(r.MetadataLocalID), rk); err != nil {
+					return err
+				}
+				if keyIndexed(&r) {
+					if err := keys.Put(keysKey(r.Key, r.Tenant), nil); err != nil {
+						return err
+					}
+				}
+				moved = append(moved, cloneBytes(seq))
 			}
-			if keyIndexed(&r) {
-				return keys.Put(keysKey(r.Key, r.Tenant), nil)
+			for _, seq := range moved {
+				if err := rows.Delete(seq); err != nil {
+					return err
+				}
+			}
+			if len(moved) < 20000 {
+				done = true
+				return tx.DeleteBucket(bucketRows)
 			}
 			return nil
-		}); err != nil {
-			return err
+		})
+		if err != nil {
+			tb.Fatalf("downgrade to schema 2: %v", err)
 		}
-		if err := tx.DeleteBucket(bucketRows); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketMeta).Put(metaSchemaVersion, []byte("2"))
-	})
-	if err != nil {
-		tb.Fatalf("downgrade to schema 2: %v", err)
 	}
 }
 
@@ -478,4 +492,47 @@ func TestStoreOpsOnSchema2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMigrationScale times the migration of a schema-2 file of
+// BOLT_MIGRATE_ROWS claims (skipped unless set; minutes for a million):
+//
+//	BOLT_MIGRATE_ROWS=300000 go test -run '^TestMigrationScale$' -v -timeout 30m ./ledger/bolt/
+func TestMigrationScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("BOLT_MIGRATE_ROWS"))
+	if n <= 0 {
+		t.Skip("set BOLT_MIGRATE_ROWS (e.g. 300000) to time the migration")
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := Open(path, Options{NoWAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := 0; from < n; from += 50000 {
+		rows := make([]ledger.Row, 0, 50000)
+		for i := from; i < min(n, from+50000); i++ {
+			rows = append(rows, benchClaim(t, i).Row)
+		}
+		if err := bulkPut(s.db, rows, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	downgradeToSchema2(t, path)
+	fi, _ := os.Stat(path)
+	start := time.Now()
+	s, err = Open(path, Options{NoWAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantMigrated(t, path, n)
+	fi2, _ := os.Stat(path)
+	t.Logf("%d rows migrated in %s (%.0f rows/s); file %d MB before, %d MB after; RssAnon %s", n, took.Round(time.Millisecond),
+		float64(n)/took.Seconds(), fi.Size()>>20, fi2.Size()>>20, rssAnon())
 }
