@@ -245,6 +245,7 @@ func (t *boltTx) deleteRow(r *ledger.Row) error {
 		return nil
 	}
 	seq := t.rowSeq(r.Tenant, r.Key)
+	t.found.ok = false // the row goes: rowSeq must not find it again
 	if seq == nil {
 		return fmt.Errorf("delete row %s: not stored", r.Key)
 	}

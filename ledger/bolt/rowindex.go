@@ -59,15 +59,35 @@ func splitLidValue(v []byte) (seq, rk []byte, ok bool) {
 // transaction only.
 func (t *boltTx) rowSeq(tenant, key string) []byte {
 	rk := rowKey(tenant, key)
+	if f := &t.found; f.ok && f.at == t.writes && bytes.Equal(f.rk, rk) {
+		return f.seq
+	}
+	var seq []byte
 	if ledger.IsMintedKey(key) {
-		if seq, got, ok := splitLidValue(t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalID(tenant, key, true)))); ok && bytes.Equal(got, rk) {
-			return seq
+		if s, got, ok := splitLidValue(t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalID(tenant, key, true)))); ok && bytes.Equal(got, rk) {
+			seq = s
 		}
 	}
-	if seq := t.bucket(bucketKeys).Get(keysKey(key, tenant)); len(seq) == 8 {
-		return seq
+	if seq == nil {
+		if s := t.bucket(bucketKeys).Get(keysKey(key, tenant)); len(s) == 8 {
+			seq = s
+		}
 	}
-	return nil
+	if seq != nil {
+		t.found = foundRow{rk: rk, seq: bytes.Clone(seq), at: t.writes, ok: true}
+	}
+	return seq
+}
+
+// foundRow is the last row rowSeq found, and the transaction's write
+// count then: until the transaction writes again (PutRow and deleteRow
+// count a write before they touch an index), asking for the same row
+// again (an update's flow reads the row, then PutRow needs its sequence)
+// is answered without searching local_ids or keys again.
+type foundRow struct {
+	rk, seq []byte
+	at      int
+	ok      bool
 }
 
 // rowValue returns the encoded row stored under tenant and key (nil: none).

@@ -30,6 +30,8 @@ type boltTx struct {
 	top    *layer
 	// pre is the row the running op's caller encoded (preencode.go).
 	pre *preRow
+	// found is the last row rowSeq found (rowindex.go).
+	found foundRow
 }
 
 var _ ledger.Tx = (*boltTx)(nil)
