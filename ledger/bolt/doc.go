@@ -132,8 +132,9 @@
 // By default (Options.NoWAL off; `bolt_wal` in the service's config) a
 // write-ahead log sits in front of the file, as etcd puts one in front of
 // bbolt: a bbolt commit costs two fdatasyncs and a page write for every
-// B+tree page the group dirtied (about 2 per claim at 1M rows since schema 3, 4.4 before), where the
-// log costs one sequential write and one fdatasync per batch of groups.
+// B+tree page the group dirtied (about 2 per claim at 1M rows since
+// schema 3, 4.4 before), where the log costs one sequential write and one
+// fdatasync per batch of groups.
 //
 //   - The committer runs a group's ops as above, but over a bbolt read
 //     transaction under layers of writes bbolt does not hold yet (kv.go:
