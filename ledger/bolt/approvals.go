@@ -72,7 +72,10 @@ func (t *boltTx) RowByApproval(id string) (ledger.Row, error) {
 	if rk == nil {
 		return ledger.Row{}, ledger.ErrApprovalNotFound
 	}
-	v := t.bucket(bucketRows).Get(rk)
+	v, err := t.rowValueRK(rk)
+	if err != nil {
+		return ledger.Row{}, err
+	}
 	if v == nil {
 		return ledger.Row{}, fmt.Errorf("approval %s: dangling index entry", id)
 	}
@@ -131,7 +134,6 @@ func (s *Store) ListApprovals(ctx context.Context, q ledger.ApprovalQuery) (ledg
 	}
 	var page ledger.ApprovalPage
 	err := s.view(ctx, func(tx *boltTx) error {
-		rb := tx.bucket(bucketRows)
 		c := tx.bucket(bucket).Cursor()
 		k, _ := c.Seek(start)
 		if after != nil && bytes.Equal(k, after) {
@@ -149,7 +151,10 @@ func (s *Store) ListApprovals(ctx context.Context, q ledger.ApprovalQuery) (ledg
 			if q.Tenant != "" {
 				rk = rowKey(q.Tenant, string(pos[8:]))
 			}
-			v := rb.Get(rk)
+			v, err := tx.rowValueRK(rk)
+			if err != nil {
+				return err
+			}
 			if v == nil {
 				return fmt.Errorf("%s entry %q: dangling", bucket, k)
 			}

@@ -190,14 +190,19 @@ func BenchmarkBatchBaseline(b *testing.B) {
 				}
 				return db.Batch(func(tx *bolt.Tx) error {
 					rk := rowKey(r.Tenant, r.Key)
+					n, err := tx.Bucket(bucketRows).NextSequence()
+					if err != nil {
+						return err
+					}
+					seq := seqKey(n)
 					puts := []struct{ bucket, k, v []byte }{
-						{bucketRows, rk, v},
-						{bucketLocalIDs, []byte(r.MetadataLocalID), rk},
+						{bucketRows, seq, v},
+						{bucketLocalIDs, []byte(r.MetadataLocalID), lidValue(seq, rk)},
 						{bucketDue, dueKey(&r), nil},
 						{bucketByTime, byTimeKey(&r), nil},
 					}
 					if keyIndexed(&r) {
-						puts = append(puts, struct{ bucket, k, v []byte }{bucketKeys, keysKey(r.Key, r.Tenant), nil})
+						puts = append(puts, struct{ bucket, k, v []byte }{bucketKeys, keysKey(r.Key, r.Tenant), seq})
 					}
 					for _, p := range puts {
 						if err := tx.Bucket(p.bucket).Put(p.k, p.v); err != nil {
@@ -395,6 +400,9 @@ func bulkPut(db *bolt.DB, rows []ledger.Row, fill float64) error {
 		tx := newTx(nil, btx)
 		if fill > 0 {
 			for _, name := range allBuckets {
+				if btx.Bucket(name) == nil {
+					continue // the schema-2 rows bucket
+				}
 				tx.bucket(name).(boltBucket).FillPercent = fill
 			}
 		}

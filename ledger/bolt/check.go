@@ -15,8 +15,9 @@ import (
 const maxProblems = 20
 
 // CheckConsistency scans the whole file in one read transaction and checks
-// that every index agrees with the rows: each row is reachable by its local
-// id and through the key index; the due index holds exactly the open rows
+// that every index agrees with the rows: each row is found by its key and
+// its local id at its own sequence (the row indexes and the rows are a
+// bijection), and holds a sequence the bucket has handed out; the due index holds exactly the open rows
 // under their next_check_at; by_time holds exactly one entry per row under
 // its first_seen_at; every approval is found by its id, and the approval
 // indexes hold exactly the open approvals under their expiry; no index
@@ -55,37 +56,56 @@ func (tx *boltTx) checkConsistency(ctx context.Context) ([]error, error) {
 		if v := b(bucketMeta).Get(metaSchemaVersion); string(v) != strconv.Itoa(schemaVersion) {
 			report("meta: schema_version %q, want %d", v, schemaVersion)
 		}
+		if tx.tx.Bucket(bucketRowsV2) != nil || b(bucketMeta).Get(metaMigrating) != nil {
+			report("the migration to schema %d is unfinished (the schema-2 rows bucket or the migrating marker is there)", schemaVersion)
+		}
 		var rowsN, openN, keyedN, approvalsN, openApprovalsN int
 		byStatus := map[ledger.Status]int64{}
 		lids, keys, due, byTime := b(bucketLocalIDs), b(bucketKeys), b(bucketDue), b(bucketByTime)
-		c := b(bucketRows).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		rowsB := b(bucketRows)
+		c := rowsB.Cursor()
+		for seq, v := c.First(); seq != nil; seq, v = c.Next() {
 			if rowsN%4096 == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
 			rowsN++
+			if len(seq) != 8 {
+				if !report("row %q: key is not a sequence number", seq) {
+					return nil
+				}
+				continue
+			}
+			if n := binary.BigEndian.Uint64(seq); n > rowsB.Sequence() {
+				if !report("row %d: beyond the bucket sequence %d", n, rowsB.Sequence()) {
+					return nil
+				}
+			}
 			r, err := decodeRow(v)
 			if err != nil {
-				if !report("row %q: %v", k, err) {
+				if !report("row %d: %v", binary.BigEndian.Uint64(seq), err) {
 					return nil
 				}
 				continue
 			}
 			byStatus[r.Status]++
+			k := rowKey(r.Tenant, r.Key)
 			ok := true
-			if !bytes.Equal(k, rowKey(r.Tenant, r.Key)) {
-				ok = report("row %q: holds tenant %q key %q", k, r.Tenant, r.Key)
+			// The row indexes and the rows are a bijection: every row is
+			// found by its key (rowSeq) and its local id at its own
+			// sequence; with the counts below, no entry is left over.
+			if got := tx.rowSeq(r.Tenant, r.Key); !bytes.Equal(got, seq) {
+				ok = report("row %q at %d: its key finds sequence %x", k, binary.BigEndian.Uint64(seq), got)
 			}
-			if got := lids.Get([]byte(r.MetadataLocalID)); !bytes.Equal(got, k) {
+			if got := lids.Get([]byte(r.MetadataLocalID)); !bytes.Equal(got, lidValue(seq, k)) {
 				ok = report("row %q: local id %s points to %q", k, r.MetadataLocalID, got)
 			}
 			if keyIndexed(&r) {
 				keyedN++
 			}
-			if inKeys := keys.Get(keysKey(r.Key, r.Tenant)) != nil; inKeys != keyIndexed(&r) {
-				ok = report("row %q: in the key index %v, want %v", k, inKeys, keyIndexed(&r))
+			if got := keys.Get(keysKey(r.Key, r.Tenant)); (got != nil) != keyIndexed(&r) || got != nil && !bytes.Equal(got, seq) {
+				ok = report("row %q: key index entry %x, want one %v at %x", k, got, keyIndexed(&r), seq)
 			}
 			if r.Status.Open() {
 				openN++

@@ -13,9 +13,9 @@ import (
 // Bucket names. The layout is part of the file format: changing a key or
 // value shape means a new schemaVersion.
 var (
-	bucketRows        = []byte("rows")          // tenant \x00 key → {"v":1,"row":{…}}
-	bucketLocalIDs    = []byte("local_ids")     // metadata_local_id → tenant \x00 key (unique)
-	bucketKeys        = []byte("keys")          // key \x00 tenant → empty (joins on an echoed key)
+	bucketRows        = []byte("rows_seq")      // be64(seq) (bucket.NextSequence) → {"v":1,"row":{…}}
+	bucketLocalIDs    = []byte("local_ids")     // metadata_local_id → be64(seq) ‖ tenant \x00 key (unique)
+	bucketKeys        = []byte("keys")          // key \x00 tenant → be64(seq) (business keys: joins on an echoed key, finds the row)
 	bucketDue         = []byte("due")           // be64(next_check_at) ‖ tenant \x00 key → empty; open rows only
 	bucketByTime      = []byte("by_time")       // tenant \x00 be64(first_seen_at) ‖ key → empty
 	bucketOutbox      = []byte("outbox")        // be64(seq) → JSON ledger.Event
@@ -37,16 +37,25 @@ var (
 	bucketIdempotencyByTime = []byte("idempotency_by_time") // be64(at) ‖ scope \x00 key hash → empty (a rewritten record may leave an older entry)
 )
 
+// bucketRowsV2 is the rows bucket of schema 2 and older (tenant \x00 key →
+// row, hash-ordered). Open migrates it into bucketRows (migrate.go) and
+// deletes it; it stays at index 0 of allBuckets because the write-ahead
+// log's records name buckets by index, and a log left by a schema-2 build
+// is replayed into the old layout before the migration.
+var bucketRowsV2 = []byte("rows")
+
 // allBuckets is an array, so a transaction's handle cache can be sized by
-// it. Open creates any bucket a file lacks: adding one (freezes) needs no
-// new schemaVersion, and an older build ignores it.
+// it. Open creates any bucket a file lacks (but bucketRowsV2): adding one
+// (freezes) needs no new schemaVersion, and an older build ignores it.
+// The order is part of the log's format: new buckets go at the end.
 var allBuckets = [...][]byte{
-	bucketRows, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
+	bucketRowsV2, bucketLocalIDs, bucketKeys, bucketDue, bucketByTime,
 	bucketOutbox, bucketInbox, bucketInboxByTime, bucketOrphans, bucketMeta,
 	bucketFreezes, bucketTools, bucketApprovals, bucketApprovalsDue, bucketApprovalsByTenant,
 	bucketSettled, bucketCompensations,
 	bucketIdempotency, bucketIdempotencyByTime,
 	bucketJournal, bucketRevoked,
+	bucketRows,
 }
 
 // metaSchemaVersion is the meta key holding the file's schema version.
@@ -61,7 +70,13 @@ var metaSchemaVersion = []byte("schema_version")
 // without its approval (and its attempt-0 gate) and skip the indexes, so
 // it must refuse the file; Open upgrades a version-1 file in place (it
 // holds no approvals, so the new buckets start empty and consistent).
-const schemaVersion = 2
+//
+// Version 3 keys rows by sequence (bucketRows: inserts append instead of
+// dirtying a random hash-ordered page) and finds them through local_ids
+// and keys, whose values now carry the sequence. Open migrates an older
+// file in chunks (migrate.go), stamping 3 before the first chunk so that
+// an older build never opens a half-migrated file.
+const schemaVersion = 3
 
 // rowVersion is the version of the JSON envelope of one row.
 const rowVersion = 1
@@ -116,7 +131,8 @@ func join(parts ...string) []byte {
 	return b
 }
 
-// rowKey is tenant \x00 key: the rows bucket key and the value of local_ids.
+// rowKey is tenant \x00 key: what every index but local_ids and keys holds
+// of a row (they resolve through those), and the tail of local_ids' value.
 func rowKey(tenant, key string) []byte { return join(tenant, key) }
 
 // splitRowKey splits tenant \x00 key.

@@ -17,10 +17,10 @@ import (
 // The schema-2 fixture is a ledger file written by the build of schema
 // version 2 (testdata/schema2/ledger.db), with what it held read through
 // the store's API in testdata/schema2/snapshot.json. A build with a new
-// layout (issue 32's sequence-ordered row ids) must open it — migrating it
-// on open — and read back exactly the same, which TestOpensSchema2Fixture
-// checks; today it guards the format this build writes. Regenerate only
-// with a schema-2 build: BOLT_WRITE_FIXTURE=1 go test -run
+// layout (schema 3, issue 32's sequence-ordered rows) opens it — migrating
+// it on open (migrate.go) — and reads back exactly the same, which
+// TestOpensSchema2Fixture checks. Regenerate only with a schema-2 build
+// (5fbf85c or older): BOLT_WRITE_FIXTURE=1 go test -run
 // '^TestOpensSchema2Fixture$' ./ledger/bolt/.
 const fixtureDir = "testdata/schema2"
 
@@ -157,8 +157,9 @@ func readSnapshot(t *testing.T, s *Store) fixtureSnapshot {
 }
 
 // TestOpensSchema2Fixture opens a copy of the schema-2 fixture, with and
-// without the log, checks its invariants and wants back exactly what the
-// file held when it was written.
+// without the log, in one migration transaction and in one per row, checks
+// that the file is of schema 3 afterwards and its invariants, and wants
+// back exactly what the file held when it was written.
 func TestOpensSchema2Fixture(t *testing.T) {
 	golden := filepath.Join(fixtureDir, "snapshot.json")
 	if os.Getenv("BOLT_WRITE_FIXTURE") == "1" {
@@ -195,15 +196,30 @@ func TestOpensSchema2Fixture(t *testing.T) {
 	if err := json.Unmarshal(want, &wantSnap); err != nil {
 		t.Fatal(err)
 	}
-	for _, noWAL := range []bool{false, true} {
-		t.Run(fmt.Sprintf("nowal=%v", noWAL), func(t *testing.T) {
+	for _, tc := range []struct {
+		noWAL      bool
+		chunkBytes int
+	}{{false, 0}, {true, 0}, {false, 1}} {
+		t.Run(fmt.Sprintf("nowal=%v/chunk=%d", tc.noWAL, tc.chunkBytes), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ledger.db")
 			copyTestFile(t, filepath.Join(fixtureDir, "ledger.db"), path)
-			s, err := Open(path, Options{Policy: ledger.DefaultPolicy(), NoWAL: noWAL})
+			if st := readMigrationState(t, path); st.version != "2" || !st.oldBucket || st.oldRows != len(wantSnap.Rows) || st.newRows != 0 {
+				t.Fatalf("the fixture is not the schema-2 file it was: %+v", st)
+			}
+			chunks := 0
+			s, err := Open(path, Options{Policy: ledger.DefaultPolicy(), NoWAL: tc.noWAL, migrateChunkBytes: tc.chunkBytes,
+				crashHook: func(p string) {
+					if p == "migrate-chunk" {
+						chunks++
+					}
+				}})
 			if err != nil {
 				t.Fatalf("open the schema-2 fixture: %v", err)
 			}
 			defer s.Close()
+			if want := map[int]int{0: 1, 1: len(wantSnap.Rows)}[tc.chunkBytes]; chunks != want {
+				t.Errorf("%d migration transactions, want %d", chunks, want)
+			}
 			if err := s.CheckConsistency(context.Background()); err != nil {
 				t.Fatalf("consistency: %v", err)
 			}
@@ -221,6 +237,25 @@ func TestOpensSchema2Fixture(t *testing.T) {
 			if len(gotSnap.Rows) != 9 || len(gotSnap.Events) == 0 || len(gotSnap.Orphans) != 1 || len(gotSnap.Freezes) != 1 || len(gotSnap.Tools) != 1 {
 				t.Errorf("fixture holds %d rows, %d events, %d orphans, %d freezes, %d tools; want 9 and some, 1, 1, 1",
 					len(gotSnap.Rows), len(gotSnap.Events), len(gotSnap.Orphans), len(gotSnap.Freezes), len(gotSnap.Tools))
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantMigrated(t, path, len(wantSnap.Rows))
+			// The second open has nothing to migrate.
+			chunks = 0
+			s2, err := Open(path, Options{Policy: ledger.DefaultPolicy(), NoWAL: tc.noWAL, crashHook: func(p string) {
+				if p == "migrate-chunk" {
+					chunks++
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustConsistent(t, s2)
+			_ = s2.Close()
+			if chunks != 0 {
+				t.Errorf("the second open ran %d migration transactions", chunks)
 			}
 		})
 	}

@@ -86,6 +86,23 @@ func rawGet(tb testing.TB, s *Store, bucket, key []byte) []byte {
 	return v
 }
 
+// rawRow reads a row's stored bytes through its index (a copy; nil: none).
+func rawRow(tb testing.TB, s *Store, tenant, key string) []byte {
+	tb.Helper()
+	var v []byte
+	if err := s.view(context.Background(), func(tx *boltTx) error {
+		rv, err := tx.rowValue(tenant, key)
+		v = cloneBytes(rv)
+		return err
+	}); err != nil {
+		tb.Fatalf("view: %v", err)
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
 // mustFlush commits everything the log holds into bbolt, so a test can
 // change the file underneath (no-op without the log).
 func mustFlush(tb testing.TB, s *Store) {

@@ -104,7 +104,8 @@ func (s *Store) RowJournal(ctx context.Context, tenant, key string) ([]ledger.Jo
 }
 
 // FindRows implements ledger.Finder: the local id index, else a scan of
-// the tenant's rows in one read transaction. A row's bytes are decoded only
+// the rows (every tenant's: they are in sequence order) in one read
+// transaction. A row's bytes are decoded only
 // when they hold the value sought; the scan looks at ctx every
 // ledger.FindCheckEvery rows and stops, Cut, when it is done.
 func (s *Store) FindRows(ctx context.Context, q ledger.FindQuery) (ledger.Found, error) {
@@ -124,10 +125,11 @@ func (s *Store) FindRows(ctx context.Context, q ledger.FindQuery) (ledger.Found,
 			return err
 		}
 		needle := []byte(q.ReceiptID + q.ToolCallID)
-		prefix := append([]byte(q.Tenant), sep)
+		// Rows are in sequence order (schema 3), every tenant's mixed: the
+		// walk covers the file, and q.Match keeps the tenant's.
 		c := tx.bucket(bucketRows).Cursor()
 		n := 0
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if n++; n%ledger.FindCheckEvery == 0 && ctx.Err() != nil {
 				f.Cut = true
 				return nil

@@ -126,12 +126,14 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]ledger.Row
 	var rows []ledger.Row
 	err := s.view(ctx, func(tx *boltTx) error {
 		c := tx.bucket(bucketDue).Cursor()
-		rb := tx.bucket(bucketRows)
 		for k, _ := c.First(); k != nil && len(rows) < limit; k, _ = c.Next() {
 			if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) > until {
 				break
 			}
-			v := rb.Get(k[8:])
+			v, err := tx.rowValueRK(k[8:])
+			if err != nil {
+				return err
+			}
 			if v == nil {
 				return fmt.Errorf("due entry %q: dangling", k[8:])
 			}
@@ -225,7 +227,6 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 	}
 	var page ledger.Page
 	err := s.view(ctx, func(tx *boltTx) error {
-		rb := tx.bucket(bucketRows)
 		c := tx.bucket(bucketByTime).Cursor()
 		k, _ := c.Seek(start)
 		if k == nil {
@@ -238,7 +239,10 @@ func (s *Store) List(ctx context.Context, q ledger.ListQuery) (ledger.Page, erro
 			if len(pos) < 9 {
 				return fmt.Errorf("by_time entry %q: malformed", k)
 			}
-			v := rb.Get(rowKey(q.Tenant, string(pos[8:])))
+			v, err := tx.rowValue(q.Tenant, string(pos[8:]))
+			if err != nil {
+				return err
+			}
 			if v == nil {
 				return fmt.Errorf("by_time entry %q: dangling", k)
 			}

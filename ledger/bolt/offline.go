@@ -89,7 +89,7 @@ func CheckFile(ctx context.Context, path string) (FileReport, error) {
 			return fmt.Errorf("bbolt consistency check: %w", errors.Join(problems...))
 		}
 		m := btx.Bucket(bucketMeta)
-		if m == nil || btx.Bucket(bucketRows) == nil {
+		if m == nil || btx.Bucket(bucketRows) == nil && btx.Bucket(bucketRowsV2) == nil {
 			return errors.New("not a reconciler ledger (no meta or rows bucket)")
 		}
 		v, err := strconv.Atoi(string(m.Get(metaSchemaVersion)))
@@ -99,24 +99,33 @@ func CheckFile(ctx context.Context, path string) (FileReport, error) {
 		if v > schemaVersion {
 			return fmt.Errorf("%w: file has %d, this build reads up to %d", ErrSchemaTooNew, v, schemaVersion)
 		}
-		rep.Invariants = v == schemaVersion && m.Get(metaCounted) != nil && m.Get(metaRetentionIndexed) != nil
+		// A file of schema 2 (or one whose migration to 3 was cut short)
+		// holds rows in the old bucket; Open migrates it.
+		rep.Invariants = v == schemaVersion && m.Get(metaCounted) != nil && m.Get(metaRetentionIndexed) != nil &&
+			m.Get(metaMigrating) == nil && btx.Bucket(bucketRowsV2) == nil
 		for _, name := range allBuckets {
-			if btx.Bucket(name) == nil {
+			if btx.Bucket(name) == nil && !bytes.Equal(name, bucketRowsV2) {
 				rep.Invariants = false
 			}
 		}
-		if err := btx.Bucket(bucketRows).ForEach(func(_, v []byte) error {
-			rep.Rows++
-			r, err := decodeRow(v)
-			if err != nil {
+		for _, name := range [][]byte{bucketRowsV2, bucketRows} {
+			b := btx.Bucket(name)
+			if b == nil {
+				continue
+			}
+			if err := b.ForEach(func(_, v []byte) error {
+				rep.Rows++
+				r, err := decodeRow(v)
+				if err != nil {
+					return err
+				}
+				if r.UpdatedAt.After(rep.NewestUpdate) {
+					rep.NewestUpdate = r.UpdatedAt
+				}
+				return nil
+			}); err != nil {
 				return err
 			}
-			if r.UpdatedAt.After(rep.NewestUpdate) {
-				rep.NewestUpdate = r.UpdatedAt
-			}
-			return nil
-		}); err != nil {
-			return err
 		}
 		if ob := btx.Bucket(bucketOutbox); ob != nil {
 			c := ob.Cursor()
@@ -195,7 +204,7 @@ func Compact(ctx context.Context, path string) (before, after int64, err error) 
 		before = st.Size()
 	}
 	if err := src.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketMeta) == nil || tx.Bucket(bucketRows) == nil {
+		if tx.Bucket(bucketMeta) == nil || tx.Bucket(bucketRows) == nil && tx.Bucket(bucketRowsV2) == nil {
 			return errors.New("not a reconciler ledger (no meta or rows bucket)")
 		}
 		return nil

@@ -94,7 +94,7 @@ func TestOpenRefusesForeignFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucketRows); return err }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucketRowsV2); return err }); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

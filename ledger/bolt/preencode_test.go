@@ -100,7 +100,7 @@ func TestClaimUsesCallerEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := rawGet(t, s, bucketRows, rowKey(tenant, key)); !bytes.Equal(got, want) {
+		if got := rawRow(t, s, tenant, key); !bytes.Equal(got, want) {
 			t.Fatalf("stored bytes\n%s\nwant\n%s", got, want)
 		}
 		return row

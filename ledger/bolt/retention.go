@@ -102,13 +102,13 @@ func indexRetentionOnce(tx *bolt.Tx) error {
 		return nil
 	}
 	settled, comps := tx.Bucket(bucketSettled), tx.Bucket(bucketCompensations)
-	err := tx.Bucket(bucketRows).ForEach(func(k, v []byte) error {
+	err := tx.Bucket(bucketRows).ForEach(func(_, v []byte) error {
 		r, err := decodeRow(v)
 		if err != nil {
 			return err
 		}
 		if at, ok := r.SettledAt(); ok {
-			if err := settled.Put(settledKey(at, k), nil); err != nil {
+			if err := settled.Put(settledKey(at, rowKey(r.Tenant, r.Key)), nil); err != nil {
 				return err
 			}
 		}
@@ -163,7 +163,6 @@ func (s *Store) ExpiredRows(ctx context.Context, cutoff time.Time, limit int) ([
 		if !ok {
 			return fmt.Errorf("%w: more than %d records", ledger.ErrRetentionDeferred, maxOutboxHolds)
 		}
-		rows := tx.bucket(bucketRows)
 		end := timeKey(cutoff)
 		c := tx.bucket(bucketSettled).Cursor()
 		scanned := 0
@@ -173,7 +172,10 @@ func (s *Store) ExpiredRows(ctx context.Context, cutoff time.Time, limit int) ([
 				break
 			}
 			rk := k[8:]
-			v := rows.Get(rk)
+			v, err := tx.rowValueRK(rk)
+			if err != nil {
+				return err
+			}
 			if v == nil {
 				return fmt.Errorf("settled %q: dangling index entry", rk)
 			}
@@ -242,13 +244,18 @@ func (t *boltTx) deleteRow(r *ledger.Row) error {
 		}
 		return nil
 	}
-	if err := del(bucketRows, rk); err != nil {
+	seq := t.rowSeq(r.Tenant, r.Key)
+	t.found.ok = false // the row goes: rowSeq must not find it again
+	if seq == nil {
+		return fmt.Errorf("delete row %s: not stored", r.Key)
+	}
+	if err := del(bucketRows, bytes.Clone(seq)); err != nil {
 		return err
 	}
 	if err := addCount(t.bucket(bucketMeta), r.Status, -1); err != nil {
 		return fmt.Errorf("delete row: %w", err)
 	}
-	if cur := t.bucket(bucketLocalIDs).Get([]byte(r.MetadataLocalID)); bytes.Equal(cur, rk) {
+	if _, cur, ok := splitLidValue(t.bucket(bucketLocalIDs).Get([]byte(r.MetadataLocalID))); ok && bytes.Equal(cur, rk) {
 		if err := del(bucketLocalIDs, []byte(r.MetadataLocalID)); err != nil {
 			return err
 		}
@@ -339,11 +346,12 @@ func checkRetentionIndexes(tx *boltTx, report func(string, ...any) bool) {
 	var settledN, compN int
 	settled, comps := tx.bucket(bucketSettled), tx.bucket(bucketCompensations)
 	c := tx.bucket(bucketRows).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+	for seq, v := c.First(); seq != nil; seq, v = c.Next() {
 		r, err := decodeRow(v)
 		if err != nil {
 			continue // reported by the row check
 		}
+		k := rowKey(r.Tenant, r.Key)
 		if at, ok := r.SettledAt(); ok {
 			settledN++
 			if settled.Get(settledKey(at, k)) == nil && !report("row %q: settled at %s but not in settled", k, at) {

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,9 @@ type Options struct {
 	// into bbolt returned (the power-loss test copies the file then).
 	crashHook       func(point string)
 	afterBoltCommit func()
+	// migrateChunkBytes bounds one transaction of the schema-3 migration
+	// (default defaultMigrateChunkBytes; the crash test makes it small).
+	migrateChunkBytes int
 }
 
 // Defaults of Options.
@@ -176,9 +180,18 @@ func Open(path string, opts Options) (*Store, error) {
 		fs = osFS{}
 	}
 	// A file last written with the log may hold acknowledged writes only
-	// there, whichever way it is opened now.
+	// there, whichever way it is opened now. A log of a schema-2 build is
+	// replayed into the old layout, which the migration then moves.
 	last, err := recoverLog(db, fs, walDir(path))
 	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := migrateRows(db, opts.migrateChunkBytes, opts.Logger, opts.crashHook); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := completeIndexes(db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -215,8 +228,9 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 // initSchema refuses a file of a newer schema, then creates the buckets and
-// stamps the version. The check runs in a read transaction first so a newer
-// file is never written to.
+// stamps the version of a new file (an older file's is stamped by the
+// migration, migrate.go, once its log is replayed). The check runs in a
+// read transaction first so a newer file is never written to.
 func initSchema(db *bolt.DB) error {
 	readVersion := func(tx *bolt.Tx) (int, bool, error) {
 		m := tx.Bucket(bucketMeta)
@@ -241,7 +255,7 @@ func initSchema(db *bolt.DB) error {
 		if ok && n > schemaVersion {
 			return fmt.Errorf("%w: file has %d, this build reads up to %d", ErrSchemaTooNew, n, schemaVersion)
 		}
-		if !ok && tx.Bucket(bucketRows) != nil {
+		if !ok && (tx.Bucket(bucketRowsV2) != nil || tx.Bucket(bucketRows) != nil) {
 			return errors.New("rows without a schema version: not a reconciler ledger")
 		}
 		return nil
@@ -250,19 +264,45 @@ func initSchema(db *bolt.DB) error {
 		return err
 	}
 	return db.Update(func(tx *bolt.Tx) error {
+		_, ok, err := readVersion(tx)
+		if err != nil {
+			return err
+		}
 		for _, name := range allBuckets {
+			if bytes.Equal(name, bucketRowsV2) {
+				continue // the old layout's; only an old file has it
+			}
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
+		if ok {
+			return nil
+		}
+		// A new file: what a migrated one holds once done.
 		m := tx.Bucket(bucketMeta)
-		if n, ok, err := readVersion(tx); err != nil {
-			return err
-		} else if !ok || n < schemaVersion {
-			if err := m.Put(metaSchemaVersion, []byte(strconv.Itoa(schemaVersion))); err != nil {
+		for _, kv := range [][2][]byte{{metaSchemaVersion, []byte(strconv.Itoa(schemaVersion))}, {metaCounted, []byte("1")}, {metaRetentionIndexed, []byte("1")}} {
+			if err := m.Put(kv[0], kv[1]); err != nil {
 				return err
 			}
 		}
+		return nil
+	})
+}
+
+// completeIndexes counts the rows and builds the retention indexes of a
+// file written before they existed (one scan each, once), after the
+// migration: they walk the schema-3 rows.
+func completeIndexes(db *bolt.DB) error {
+	var done bool
+	if err := db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		done = m.Get(metaCounted) != nil && m.Get(metaRetentionIndexed) != nil
+		return nil
+	}); err != nil || done {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
 		if err := countRowsOnce(tx); err != nil {
 			return err
 		}

@@ -31,7 +31,8 @@ func TestClaimWritesEveryIndex(t *testing.T) {
 		bucket []byte
 		want   []string
 	}{
-		{"rows", bucketRows, []string{rk}},
+		// Rows are keyed by sequence (schema 3): the first row is 1.
+		{"rows", bucketRows, []string{string(seqKey(1))}},
 		{"local_ids", bucketLocalIDs, []string{r.MetadataLocalID}},
 		// A minted key is joined through its local id: no keys entry.
 		{"keys", bucketKeys, nil},
@@ -46,10 +47,10 @@ func TestClaimWritesEveryIndex(t *testing.T) {
 			}
 		})
 	}
-	if got := string(rawGet(t, s, bucketLocalIDs, []byte(r.MetadataLocalID))); got != rk {
-		t.Errorf("local id → %q, want %q", got, rk)
+	if got, want := string(rawGet(t, s, bucketLocalIDs, []byte(r.MetadataLocalID))), string(seqKey(1))+rk; got != want {
+		t.Errorf("local id → %q, want %q", got, want)
 	}
-	if v := rawGet(t, s, bucketRows, []byte(rk)); !strings.HasPrefix(string(v), `{"v":1,"row":{`) {
+	if v := rawGet(t, s, bucketRows, seqKey(1)); !strings.HasPrefix(string(v), `{"v":1,"row":{`) {
 		t.Errorf("row value %.40q is not a versioned envelope", v)
 	}
 	// The due key starts with next_check_at, big-endian nanoseconds.
@@ -491,14 +492,28 @@ func TestCheckConsistencyFindsDamage(t *testing.T) {
 			return tx.Bucket(bucketDue).Put(dueKey(&r), nil)
 		}, "not due"},
 		{"local id points elsewhere", func(tx *bolt.Tx, r ledger.Row) error {
-			return tx.Bucket(bucketLocalIDs).Put([]byte(r.MetadataLocalID), []byte("acme\x00other"))
+			return tx.Bucket(bucketLocalIDs).Put([]byte(r.MetadataLocalID), lidValue(seqKey(1), []byte("acme\x00other")))
 		}, "local id"},
 		{"dangling local id", func(tx *bolt.Tx, r ledger.Row) error {
-			return tx.Bucket(bucketLocalIDs).Put([]byte("rl_ghost"), rowKey("acme", "ghost"))
+			return tx.Bucket(bucketLocalIDs).Put([]byte("rl_ghost"), lidValue(seqKey(9), rowKey("acme", "ghost")))
 		}, "local_ids: 2 entries"},
 		{"stray key index entry", func(tx *bolt.Tx, r ledger.Row) error {
-			return tx.Bucket(bucketKeys).Put(keysKey(r.Key, r.Tenant), nil)
+			return tx.Bucket(bucketKeys).Put(keysKey(r.Key, r.Tenant), seqKey(1))
 		}, "key index"},
+		{"row copied to another sequence", func(tx *bolt.Tx, r ledger.Row) error {
+			v := tx.Bucket(bucketRows).Get(seqKey(1))
+			if err := tx.Bucket(bucketRows).SetSequence(2); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketRows).Put(seqKey(2), cloneBytes(v))
+		}, "its key finds sequence"},
+		{"row beyond the bucket sequence", func(tx *bolt.Tx, r ledger.Row) error {
+			return tx.Bucket(bucketRows).SetSequence(0)
+		}, "beyond the bucket sequence"},
+		{"the schema-2 rows bucket left", func(tx *bolt.Tx, r ledger.Row) error {
+			_, err := tx.CreateBucket(bucketRowsV2)
+			return err
+		}, "migration to schema 3 is unfinished"},
 		{"missing by_time", func(tx *bolt.Tx, r ledger.Row) error {
 			return tx.Bucket(bucketByTime).Delete(byTimeKey(&r))
 		}, "by_time"},
@@ -508,10 +523,10 @@ func TestCheckConsistencyFindsDamage(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return tx.Bucket(bucketRows).Put(rowKey(r.Tenant, r.Key), v)
+			return tx.Bucket(bucketRows).Put(seqKey(1), v)
 		}, "due: 1 entries, want 0"},
 		{"undecodable row", func(tx *bolt.Tx, r ledger.Row) error {
-			return tx.Bucket(bucketRows).Put(rowKey(r.Tenant, r.Key), []byte(`{"v":2}`))
+			return tx.Bucket(bucketRows).Put(seqKey(1), []byte(`{"v":2}`))
 		}, "unsupported row version"},
 		{"inbox without time entry", func(tx *bolt.Tx, r ledger.Row) error {
 			return tx.Bucket(bucketInbox).Put(inboxKey("stripe", "evt_1"), []byte(`{"first_seen":"2026-03-01T12:00:00Z","result":"accepted"}`))

@@ -30,6 +30,8 @@ type boltTx struct {
 	top    *layer
 	// pre is the row the running op's caller encoded (preencode.go).
 	pre *preRow
+	// found is the last row rowSeq found (rowindex.go).
+	found foundRow
 }
 
 var _ ledger.Tx = (*boltTx)(nil)
@@ -46,6 +48,9 @@ func (t *boltTx) bucket(name []byte) kvBucket {
 	b := t.tx.Bucket(name)
 	if b == nil {
 		panic(fmt.Sprintf("bolt: bucket %q missing", name))
+	}
+	if t.tx.Writable() {
+		packRows(b, name)
 	}
 	var kb kvBucket = boltBucket{b}
 	if t.wal {
@@ -64,9 +69,12 @@ func bucketIndex(name []byte) int {
 	panic(fmt.Sprintf("bolt: unknown bucket %q", name))
 }
 
-// GetRow returns the row stored under tenant and key.
+// GetRow returns the row stored under tenant and key (rowindex.go).
 func (t *boltTx) GetRow(tenant, key string) (ledger.Row, error) {
-	v := t.bucket(bucketRows).Get(rowKey(tenant, key))
+	v, err := t.rowValue(tenant, key)
+	if err != nil {
+		return ledger.Row{}, err
+	}
 	if v == nil {
 		return ledger.Row{}, ledger.ErrNotFound
 	}
@@ -75,11 +83,15 @@ func (t *boltTx) GetRow(tenant, key string) (ledger.Row, error) {
 
 // RowByLocalID follows the local id index to the row.
 func (t *boltTx) RowByLocalID(localID string) (ledger.Row, error) {
-	rk := t.bucket(bucketLocalIDs).Get([]byte(localID))
-	if rk == nil {
+	lv := t.bucket(bucketLocalIDs).Get([]byte(localID))
+	if lv == nil {
 		return ledger.Row{}, ledger.ErrNotFound
 	}
-	v := t.bucket(bucketRows).Get(rk)
+	seq, _, ok := splitLidValue(lv)
+	if !ok {
+		return ledger.Row{}, fmt.Errorf("local id %s: malformed index entry %x", localID, lv)
+	}
+	v := t.bucket(bucketRows).Get(seq)
 	if v == nil {
 		return ledger.Row{}, fmt.Errorf("local id %s: dangling index entry", localID)
 	}
@@ -92,7 +104,7 @@ func (t *boltTx) RowByLocalID(localID string) (ledger.Row, error) {
 func (t *boltTx) TenantsOfKey(key string) ([]string, error) {
 	var tenants []string
 	if ledger.IsMintedKey(key) {
-		if rk := t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalID("", key, true))); rk != nil {
+		if _, rk, ok := splitLidValue(t.bucket(bucketLocalIDs).Get([]byte(ledger.LocalID("", key, true)))); ok {
 			if tenant, k, ok := splitRowKey(rk); ok && k == key {
 				tenants = append(tenants, tenant)
 			}
@@ -108,8 +120,8 @@ func (t *boltTx) TenantsOfKey(key string) ([]string, error) {
 
 // keyIndexed reports whether row needs an entry in the keys index. A row
 // whose local id is its key's own prefix (every minted key) is found by key
-// through the local id index, which saves one random-keyed B-tree insert —
-// about a quarter of the pages a claim writes.
+// through the local id index (rowindex.go), which saves one random-keyed
+// B-tree insert per claim.
 func keyIndexed(row *ledger.Row) bool {
 	return !(ledger.IsMintedKey(row.Key) && row.MetadataLocalID == ledger.LocalID(row.Tenant, row.Key, true))
 }
@@ -128,9 +140,16 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	}
 	rk := rowKey(row.Tenant, row.Key)
 	rows := t.bucket(bucketRows)
-	if old == nil && rows.Get(rk) != nil {
-		// An insert over a stored row would orphan its index entries.
+	// The row's sequence: a stored row keeps its own; an insert takes the
+	// bucket's next one below, after every check. Looking the row up
+	// also refuses an insert over a stored row, which would orphan its
+	// index entries.
+	seq := t.rowSeq(row.Tenant, row.Key)
+	if old == nil && seq != nil {
 		return fmt.Errorf("put row %s: insert over an existing row", row.Key)
+	}
+	if old != nil && seq == nil {
+		return fmt.Errorf("put row %s: no stored row to update", row.Key)
 	}
 	// Both checks come before the first write: a refused row leaves the
 	// transaction as it was (no rollback), and with the log each repeats
@@ -139,12 +158,21 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 	lids := t.bucket(bucketLocalIDs)
 	lidMoves := old == nil || old.MetadataLocalID != row.MetadataLocalID
 	if lidMoves {
-		if cur := lids.Get([]byte(row.MetadataLocalID)); cur != nil && !bytes.Equal(cur, rk) {
+		if _, cur, ok := splitLidValue(lids.Get([]byte(row.MetadataLocalID))); ok && !bytes.Equal(cur, rk) {
 			return fmt.Errorf("%w: local id in use", ledger.ErrFingerprintMismatch)
 		}
 	}
 	t.writes++
-	if err := rows.Put(rk, v); err != nil {
+	if old == nil {
+		n, err := rows.NextSequence()
+		if err != nil {
+			return fmt.Errorf("put row: %w", err)
+		}
+		seq = seqKey(n)
+	} else {
+		seq = bytes.Clone(seq) // bbolt's memory until the next write
+	}
+	if err := rows.Put(seq, v); err != nil {
 		return fmt.Errorf("put row: %w", err)
 	}
 	if old == nil || old.Status != row.Status {
@@ -165,12 +193,12 @@ func (t *boltTx) PutRow(old *ledger.Row, row ledger.Row) error {
 				return fmt.Errorf("put row: %w", err)
 			}
 		}
-		if err := lids.Put([]byte(row.MetadataLocalID), rk); err != nil {
+		if err := lids.Put([]byte(row.MetadataLocalID), lidValue(seq, rk)); err != nil {
 			return fmt.Errorf("put row: %w", err)
 		}
 	}
 	if old == nil && keyIndexed(&row) {
-		if err := t.bucket(bucketKeys).Put(keysKey(row.Key, row.Tenant), nil); err != nil {
+		if err := t.bucket(bucketKeys).Put(keysKey(row.Key, row.Tenant), seq); err != nil {
 			return fmt.Errorf("put row: %w", err)
 		}
 	}

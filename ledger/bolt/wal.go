@@ -139,7 +139,7 @@ func recoverLog(db *bolt.DB, fs walFS, dir string) (uint64, error) {
 // applyRecord writes one record's mutations into a bbolt transaction.
 func applyRecord(tx *bolt.Tx, p []byte) error {
 	return decodeMutations(p, func(kind byte, bi int, k, v []byte, seq uint64) error {
-		b := tx.Bucket(allBuckets[bi])
+		b := packRows(tx.Bucket(allBuckets[bi]), allBuckets[bi])
 		if b == nil {
 			return fmt.Errorf("bucket %s missing", allBuckets[bi])
 		}
@@ -161,7 +161,7 @@ func applyLayer(tx *bolt.Tx, l *layer) error {
 		if m == nil {
 			continue
 		}
-		b := tx.Bucket(allBuckets[i])
+		b := packRows(tx.Bucket(allBuckets[i]), allBuckets[i])
 		var err error
 		m.Scan(func(k string, e entry) bool {
 			if e.del {

@@ -149,8 +149,9 @@ func TestFlushPutsEverythingInBbolt(t *testing.T) {
 	mustFlush(t, s)
 	var v []byte
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		v = cloneBytes(tx.Bucket(bucketRows).Get(rowKey("acme", r.Key)))
-		return nil
+		rv, err := newTx(nil, tx).rowValue("acme", r.Key)
+		v = cloneBytes(rv)
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
