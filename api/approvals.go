@@ -39,10 +39,10 @@ func newApprovalView(r ledger.Row) approvalView {
 }
 
 func (s *Server) approvalRoutes(e *echo.Echo, read, decide, idem echo.MiddlewareFunc) {
-	e.GET("/v1/approvals", s.listApprovals, read)
-	e.GET("/v1/approvals/:id", s.getApproval, read)
-	e.POST("/v1/approvals/:id/approve", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictGrant) }, decide, idem)
-	e.POST("/v1/approvals/:id/deny", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictDeny) }, decide, idem)
+	e.GET("/v1/approvals", chain(s.listApprovals, read))
+	e.GET("/v1/approvals/:id", chain(s.getApproval, read))
+	e.POST("/v1/approvals/:id/approve", chain(func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictGrant) }, decide, idem))
+	e.POST("/v1/approvals/:id/deny", chain(func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictDeny) }, decide, idem))
 }
 
 // approvalTenant is the tenant the caller acts for on an approval route:

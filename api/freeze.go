@@ -72,9 +72,9 @@ func (s *Server) registerFrozen(reg prometheus.Registerer) error {
 
 // freezeRoutes registers the admin routes of the kill switch.
 func (s *Server) freezeRoutes(e *echo.Echo, adminOnly, idem echo.MiddlewareFunc) {
-	e.GET("/v1/admin/freezes", s.listFreezes, adminOnly)
-	e.PUT("/v1/admin/freezes/:tenant/:target", s.putFreeze, adminOnly, idem)
-	e.DELETE("/v1/admin/freezes/:tenant/:target", s.deleteFreeze, adminOnly, idem)
+	e.GET("/v1/admin/freezes", chain(s.listFreezes, adminOnly))
+	e.PUT("/v1/admin/freezes/:tenant/:target", chain(s.putFreeze, adminOnly, idem))
+	e.DELETE("/v1/admin/freezes/:tenant/:target", chain(s.deleteFreeze, adminOnly, idem))
 }
 
 var errNoKillSwitch = newError(http.StatusNotImplemented, apierror.CodeNotImplemented, "the kill switch is not configured on this server")

@@ -128,7 +128,8 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		defer s.inFlight.leave(id)
-		i := ledger.Idempotency{Scope: scope, KeyHash: hexString(id.key), Request: hexString(fp), At: s.now()}
+		sums := hexStrings(id.key, fp)
+		i := ledger.Idempotency{Scope: scope, KeyHash: sums[:2*sha256.Size], Request: sums[2*sha256.Size:], At: s.now()}
 		c.SetRequest(req.WithContext(ledger.WithIdempotency(req.Context(), i)))
 		return next(c)
 	}
@@ -163,9 +164,12 @@ func keySum(v string) [sha256.Size]byte {
 	return sha256.Sum256(buf[:copy(buf[:], v)])
 }
 
-// hexString is sum in lower-case hex, in one allocation.
-func hexString(sum [sha256.Size]byte) string {
-	var buf [2 * sha256.Size]byte
-	hex.Encode(buf[:], sum[:])
+// hexStrings is a and b in lower-case hex, one after the other, in one
+// allocation: the key's hash and the request's fingerprint are kept (or
+// dropped) together.
+func hexStrings(a, b [sha256.Size]byte) string {
+	var buf [4 * sha256.Size]byte
+	hex.Encode(buf[:2*sha256.Size], a[:])
+	hex.Encode(buf[2*sha256.Size:], b[:])
 	return string(buf[:])
 }

@@ -63,10 +63,10 @@ var errNoRegistry = newError(http.StatusNotImplemented, apierror.CodeNotImplemen
 // toolRoutes registers the registry's routes: a tenant manages its own
 // tools; an admin token may read a tenant's (?tenant=).
 func (s *Server) toolRoutes(e *echo.Echo, tenantOnly, anyRole echo.MiddlewareFunc) {
-	e.GET("/v1/tools", s.listTools, anyRole)
-	e.GET("/v1/tools/:name", s.getTool, anyRole)
-	e.PUT("/v1/tools/:name", s.putTool, tenantOnly)
-	e.DELETE("/v1/tools/:name", s.deleteTool, tenantOnly)
+	e.GET("/v1/tools", chain(s.listTools, anyRole))
+	e.GET("/v1/tools/:name", chain(s.getTool, anyRole))
+	e.PUT("/v1/tools/:name", chain(s.putTool, tenantOnly))
+	e.DELETE("/v1/tools/:name", chain(s.deleteTool, tenantOnly))
 }
 
 // toolName reads and checks the path's tool name. Tool names have no '%',

@@ -85,18 +85,24 @@ func (s *Server) instrument(tp trace.TracerProvider) {
 // its route (echo's, not the URL: bounded and free of keys).
 func (s *Server) nameSpan(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		span := trace.SpanFromContext(c.Request().Context())
-		if span.IsRecording() {
-			route := routeOf(c)
-			name := c.Request().Method + " " + route
-			if n, ok := spanNames[name]; ok {
-				name = n
-			}
-			span.SetName(name)
-			span.SetAttributes(semconv.HTTPRoute(route))
-		}
+		s.nameSpanOf(c)
 		return next(c)
 	}
+}
+
+// nameSpanOf is nameSpan's work (dispatch calls it directly).
+func (s *Server) nameSpanOf(c echo.Context) {
+	span := trace.SpanFromContext(c.Request().Context())
+	if !span.IsRecording() {
+		return
+	}
+	route := routeOf(c)
+	name := c.Request().Method + " " + route
+	if n, ok := spanNames[name]; ok {
+		name = n
+	}
+	span.SetName(name)
+	span.SetAttributes(semconv.HTTPRoute(route))
 }
 
 // traceparentOf is the W3C traceparent of the request's span, which a
