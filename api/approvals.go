@@ -96,7 +96,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 		}
 		aq.Limit = n
 	}
-	page, err := s.store.ListApprovals(c.Request().Context(), aq)
+	page, err := s.store.ListApprovals(requestContext(c), aq)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *Server) getApproval(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.store.GetApproval(c.Request().Context(), id)
+	row, err := s.store.GetApproval(requestContext(c), id)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Server) decideApproval(c echo.Context, v ledger.Verdict) error {
 		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "note is required: say why the call is denied")
 	}
 	p := principalOf(c)
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, ch, err := s.store.DecideApproval(ctx, ledger.ApprovalDecision{
 		Tenant: approvalTenant(c), ID: id, Verdict: v, Actor: b.Actor, Note: b.Note, By: p.fp, At: s.now(),
 	})

@@ -118,7 +118,7 @@ func (s *Server) putFreeze(c echo.Context) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if err := s.kill.Put(ctx, f); err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (s *Server) deleteFreeze(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if err := s.kill.Delete(ctx, tenant, target); err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (s *Server) listFreezes(c echo.Context) error {
 			return err
 		}
 	}
-	all, err := s.kill.Load(c.Request().Context())
+	all, err := s.kill.Load(requestContext(c))
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func (s *Server) healthz(c echo.Context) error {
 // naming the failing checks. Checks run one after another, each bounded by
 // the ready timeout, inside the request: no goroutine outlives it.
 func (s *Server) readyz(c echo.Context) error {
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	var failing []string
 	var degraded, details map[string]string
 	for _, rc := range s.ready {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -130,9 +131,26 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		defer s.inFlight.leave(id)
 		sums := hexStrings(id.key, fp)
 		i := ledger.Idempotency{Scope: scope, KeyHash: sums[:2*sha256.Size], Request: sums[2*sha256.Size:], At: s.now()}
-		c.SetRequest(req.WithContext(ledger.WithIdempotency(req.Context(), i)))
+		// The key rides in the echo context, not in a copy of the request
+		// (req.WithContext copies the whole http.Request on every keyed
+		// request): the handlers take their context from requestContext.
+		c.Set(idempotencyCtxKey, ledger.WithIdempotency(req.Context(), i))
 		return next(c)
 	}
+}
+
+// idempotencyCtxKey holds, in the echo context, the request's context with
+// its Idempotency-Key (ledger.WithIdempotency).
+const idempotencyCtxKey = "api.idempotency"
+
+// requestContext is the context a handler runs its store calls in: the
+// request's, with its Idempotency-Key when it was sent one. Every handler
+// takes its context here, so none can miss the key.
+func requestContext(c echo.Context) context.Context {
+	if ctx, ok := c.Get(idempotencyCtxKey).(context.Context); ok {
+		return ctx
+	}
+	return c.Request().Context()
 }
 
 // requestFingerprint is the SHA-256 of a request's method, path and body:

@@ -111,7 +111,7 @@ func (s *Server) observed(c echo.Context, next echo.HandlerFunc) error {
 	route, code := routeOf(c), statusCode(status)
 	s.metrics.requests.WithLabelValues(route, code).Inc()
 	s.metrics.duration.WithLabelValues(route, code).Observe(elapsed.Seconds())
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if !s.log.Enabled(ctx, slog.LevelDebug) {
 		return nil
 	}

@@ -49,7 +49,7 @@ func (s *Server) redrive(c echo.Context) error {
 			return err
 		}
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	res, err := s.store.RedriveOrphans(ctx)
 	if err != nil {
 		return err

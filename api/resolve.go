@@ -52,7 +52,7 @@ func (s *Server) resolve(c echo.Context) error {
 	if hasControl(b.Actor) {
 		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "actor must not contain control characters")
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, ch, err := s.store.Apply(ctx, b.Tenant, key, ledger.Evidence{
 		Source: ledger.SourceHuman, Status: b.Status, ReceiptID: b.ReceiptID,
 		Actor: b.Actor, Note: b.Note, At: s.now(),

@@ -58,7 +58,7 @@ func (s *Server) outcome(c echo.Context) error {
 	if err := s.bind(c, &b); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, ch, err := s.store.Report(ctx, tenant, key, ledger.Outcome{
 		Kind: b.Kind, HTTPStatus: b.HTTPStatus, ReceiptID: b.ReceiptID, Headers: b.Headers, Attempt: b.Attempt, Result: b.Result,
 		At: s.now(),
@@ -84,7 +84,7 @@ func (s *Server) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.store.Get(c.Request().Context(), tenant, key)
+	row, err := s.store.Get(requestContext(c), tenant, key)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (s *Server) list(c echo.Context) error {
 	if err := lq.Validate(); err != nil {
 		return err
 	}
-	page, err := s.store.List(c.Request().Context(), lq)
+	page, err := s.store.List(requestContext(c), lq)
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func (s *Server) putTool(c echo.Context) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	stored, changed, err := s.registry.Put(ctx, t)
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (s *Server) getTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.registry.Get(c.Request().Context(), tenant, name)
+	t, err := s.registry.Get(requestContext(c), tenant, name)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (s *Server) listTools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.registry.List(c.Request().Context(), tenant)
+	list, err := s.registry.List(requestContext(c), tenant)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (s *Server) deleteTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if err := s.registry.Delete(ctx, tenant, name); err != nil {
 		return err
 	}
@@ -203,6 +203,6 @@ func (s *Server) gate(c echo.Context, b claimBody) (ledger.Gate, error) {
 	if err := t.Check(b.Vendor, b.ToolClass); err != nil {
 		return ledger.Gate{}, err
 	}
-	autonomy, reason := s.registry.Decide(c.Request().Context(), t, b.RunID, b.Intent)
+	autonomy, reason := s.registry.Decide(requestContext(c), t, b.RunID, b.Intent)
 	return ledger.Gate{Autonomy: autonomy, Reason: reason, ApprovalTTL: s.approvalTTL, RequestedBy: p.fp}, nil
 }

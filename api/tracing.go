@@ -92,7 +92,7 @@ func (s *Server) nameSpan(next echo.HandlerFunc) echo.HandlerFunc {
 
 // nameSpanOf is nameSpan's work (dispatch calls it directly).
 func (s *Server) nameSpanOf(c echo.Context) {
-	span := trace.SpanFromContext(c.Request().Context())
+	span := trace.SpanFromContext(requestContext(c))
 	if !span.IsRecording() {
 		return
 	}

@@ -37,7 +37,7 @@ func (s *Server) start(c echo.Context) error {
 			return err
 		}
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, err := s.store.Get(ctx, tenant, key)
 	if err != nil {
 		return err
