@@ -107,8 +107,8 @@ func benchClaimsWith(b *testing.B, o api.Options, keyed bool) {
 
 // benchKey is the i-th claim's Idempotency-Key value, made about as
 // cheaply as a client's UUID generator makes one: minting the value is the
-// caller's cost, not the claim path's (fmt.Sprintf("%032x") cost this
-// loop about a microsecond, a fifth of what the header costs the server).
+// caller's cost, not the claim path's, and fmt.Sprintf("%032x") is a slow
+// way to make one (its cost would be counted as the header's).
 func benchKey(i int64) string {
 	var buf [40]byte
 	return string(strconv.AppendInt(append(buf[:0], "bench-key-"...), 1e12+i, 10))
