@@ -104,7 +104,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 	for _, r := range page.Rows {
 		out.Approvals = append(out.Approvals, newApprovalView(r))
 	}
-	return c.JSON(http.StatusOK, out)
+	return writeJSON(c, http.StatusOK, out)
 }
 
 // getApproval is GET /v1/approvals/{id}: the approval in any state and its
@@ -124,7 +124,7 @@ func (s *Server) getApproval(c echo.Context) error {
 	if t := approvalTenant(c); t != "" && row.Tenant != t {
 		return ledger.ErrApprovalNotFound
 	}
-	return c.JSON(http.StatusOK, newApprovalView(row))
+	return writeJSON(c, http.StatusOK, newApprovalView(row))
 }
 
 // decideApproval is POST /v1/approvals/{id}/approve and /deny. A grant lets
@@ -158,5 +158,5 @@ func (s *Server) decideApproval(c echo.Context, v ledger.Verdict) error {
 	traceRow(ctx, row, tracing.KeyApprovalID.String(id), tracing.KeyApprovalState.String(string(row.Approval.State)))
 	s.log.InfoContext(ctx, "approval decided", append(logAttrs(row.Tenant, row.Key, row.RunID),
 		"approval_id", id, "state", row.Approval.State, "actor", b.Actor, "by", p.fp)...)
-	return c.JSON(http.StatusOK, newApprovalView(row))
+	return writeJSON(c, http.StatusOK, newApprovalView(row))
 }

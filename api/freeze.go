@@ -123,7 +123,7 @@ func (s *Server) putFreeze(c echo.Context) error {
 		return err
 	}
 	s.log.InfoContext(ctx, "kill switch: frozen", "tenant", tenant, "target", target, "actor", f.Actor, "class", f.TargetIsClass())
-	return c.JSON(http.StatusOK, freezeResponse{Freeze: f})
+	return writeJSON(c, http.StatusOK, freezeResponse{Freeze: f})
 }
 
 // deleteFreeze is DELETE /v1/admin/freezes/{tenant}/{target}: idempotent,
@@ -167,7 +167,7 @@ func (s *Server) listFreezes(c echo.Context) error {
 			out = append(out, f)
 		}
 	}
-	return c.JSON(http.StatusOK, freezesResponse{Freezes: out})
+	return writeJSON(c, http.StatusOK, freezesResponse{Freezes: out})
 }
 
 // frozenDesc is reconciler_frozen: one series per frozen tenant and target,

@@ -71,7 +71,7 @@ func (s *Server) outcome(c echo.Context) error {
 	traceRow(ctx, row, keyOutcomeKind.String(string(b.Kind)))
 	s.log.InfoContext(ctx, "outcome reported", append(logAttrs(tenant, key, row.RunID),
 		"kind", b.Kind, "http_status", b.HTTPStatus, "status", row.Status)...)
-	return c.JSON(http.StatusOK, rowResponse{Row: present(row)})
+	return writeJSON(c, http.StatusOK, rowResponse{Row: present(row)})
 }
 
 // get is GET /v1/claims/{key}.
@@ -88,7 +88,7 @@ func (s *Server) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, rowResponse{Row: present(row)})
+	return writeJSON(c, http.StatusOK, rowResponse{Row: present(row)})
 }
 
 // listResponse is a page of rows, newest first.
@@ -137,7 +137,7 @@ func (s *Server) list(c echo.Context) error {
 	for i := range rows {
 		rows[i] = present(rows[i])
 	}
-	return c.JSON(http.StatusOK, listResponse{Rows: rows, NextCursor: page.NextCursor})
+	return writeJSON(c, http.StatusOK, listResponse{Rows: rows, NextCursor: page.NextCursor})
 }
 
 // checkQuery refuses a query parameter the route does not take, or one

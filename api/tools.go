@@ -121,7 +121,7 @@ func (s *Server) putTool(c echo.Context) error {
 		s.log.InfoContext(ctx, "tool registered", "tenant", tenant, "tool", name, "version", stored.Version,
 			"class", stored.Class, "autonomy", stored.Autonomy, "effective_autonomy", eff, "reason", reason)
 	}
-	return c.JSON(status, toolResponse{Tool: stored, Changed: changed})
+	return writeJSON(c, status, toolResponse{Tool: stored, Changed: changed})
 }
 
 // getTool is GET /v1/tools/{name}.
@@ -141,7 +141,7 @@ func (s *Server) getTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toolGetResponse{Tool: t})
+	return writeJSON(c, http.StatusOK, toolGetResponse{Tool: t})
 }
 
 // listTools is GET /v1/tools: the tenant's entries, by name.
@@ -160,7 +160,7 @@ func (s *Server) listTools(c echo.Context) error {
 	if list == nil {
 		list = []ledger.Tool{}
 	}
-	return c.JSON(http.StatusOK, toolsResponse{Tools: list})
+	return writeJSON(c, http.StatusOK, toolsResponse{Tools: list})
 }
 
 // deleteTool is DELETE /v1/tools/{name}: 204, or 404 when not registered.
