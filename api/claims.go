@@ -125,7 +125,7 @@ func (s *Server) claim(c echo.Context) error {
 		}
 	}
 	s.recordClaim(ctx, cl.Row, res)
-	return writeJSON(c, decisionStatus(res), newClaimResponse(res))
+	return writeClaimJSON(c, decisionStatus(res), newClaimResponse(res))
 }
 
 // present is a row as the API answers it: with vendor_key always set (a

@@ -51,5 +51,5 @@ func (s *Server) compensate(c echo.Context) error {
 		return err
 	}
 	s.recordClaim(ctx, cl.Row, res)
-	return writeJSON(c, decisionStatus(res), newClaimResponse(res))
+	return writeClaimJSON(c, decisionStatus(res), newClaimResponse(res))
 }

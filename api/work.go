@@ -53,5 +53,5 @@ func (s *Server) start(c echo.Context) error {
 		}
 	}
 	s.recordClaim(ctx, cl.Row, res)
-	return writeJSON(c, decisionStatus(res), newClaimResponse(res))
+	return writeClaimJSON(c, decisionStatus(res), newClaimResponse(res))
 }
