@@ -25,12 +25,12 @@ func TestClaimJSONAsEncodingJSON(t *testing.T) {
 		LastHTTPStatus: 502, Result: `{"ok":true,"html":"<b>&"}`, FirstSeenAt: at, UpdatedAt: at.Add(time.Second),
 		SucceededAt: at, PagedAt: at, PendingUntil: at.Add(15 * time.Minute), ReplayWindowUntil: at.Add(24 * time.Hour),
 		NextCheckAt: at, CompensationOf: "k0", CompensationAction: "refund",
-		Request:    &ledger.Request{Method: "POST", Path: "/v1/x?a=1&b=<2>", ContentType: "application/json", Body: "{\"a\":\"\u2028\"}"},
-		Expect:     &ledger.Expect{Amount: 100, Currency: "usd"},
-		Resolution: &ledger.Resolution{Source: ledger.Source("human"), Actor: "ops", Note: "é\x00", At: at},
-		Autonomy:   ledger.Autonomy("approval"),
-		Approval:   &ledger.Approval{ID: "ap_1", Reason: "large", RequestedAt: at, ExpiresAt: at},
-		Alerts:     []ledger.Alert{{Kind: ledger.AlertKind("late_success"), Source: ledger.Source("webhook"), At: at}},
+		Request:     &ledger.Request{Method: "POST", Path: "/v1/x?a=1&b=<2>", ContentType: "application/json", Body: "{\"a\":\"\u2028\"}"},
+		Expect:      &ledger.Expect{Amount: 100, Currency: "usd"},
+		Resolution:  &ledger.Resolution{Source: ledger.Source("human"), Actor: "ops", Note: "é\x00", At: at},
+		Autonomy:    ledger.Autonomy("approval"),
+		Approval:    &ledger.Approval{ID: "ap_1", Reason: "large", RequestedAt: at, ExpiresAt: at},
+		Alerts:      []ledger.Alert{{Kind: ledger.AlertKind("late_success"), Source: ledger.Source("webhook"), At: at}},
 		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 	odd := full
