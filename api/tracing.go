@@ -61,9 +61,9 @@ const (
 	keyStopCode    = attribute.Key("reconciler.code")
 )
 
-// instrument wraps the echo in otelhttp's handler (see above).
+// instrument wraps the handler (dispatch) in otelhttp's (see above).
 func (s *Server) instrument(tp trace.TracerProvider) {
-	s.handler = otelhttp.NewHandler(s.e, "reconciler",
+	s.handler = otelhttp.NewHandler(s.handler, "reconciler",
 		otelhttp.WithTracerProvider(tp),
 		// OpenTelemetry metrics would repeat the Prometheus ones, which are
 		// the contract (§6a); a global meter provider set later must not
