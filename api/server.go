@@ -107,7 +107,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	// TracerProvider receives the API's spans, one per request (tracing.go);
-	// nil: no spans, and Handler is the bare echo.
+	// nil: no spans, and Handler is the echo alone.
 	TracerProvider trace.TracerProvider
 	// Backup serves GET /v1/admin/backup (backup.go); nil answers 501
 	// (PostgreSQL: pg_dump).

@@ -29,7 +29,7 @@ import (
 // (claim, outcome, resolve, approval; METHOD route for the rest) and the
 // handlers add the row's attributes (internal/tracing).
 //
-// Without a TracerProvider none of it runs: Handler is the bare echo, and
+// Without a TracerProvider none of it runs: Handler is the echo alone, and
 // each annotation is one SpanFromContext that finds no span.
 //
 // otelhttp rather than the contrib otelecho middleware: otelecho v0.60.0,
