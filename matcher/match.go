@@ -15,6 +15,13 @@ import (
 // ledger learnt the fact, which keeps a row's timeline in our clock rather
 // than the vendor's.
 func Match(tenant string, ev Event, t Table) ledger.Delivery {
+	return MatchAction(tenant, ev, t.Lookup(ev.Vendor, ev.Type))
+}
+
+// MatchAction is Match with the action already decided (a table's Lookup,
+// or a verifier's own reading of the event): the webhook handler decides
+// it per delivery and would otherwise build a one-entry Table each time.
+func MatchAction(tenant string, ev Event, a Action) ledger.Delivery {
 	at := ev.Received
 	if at.IsZero() {
 		at = ev.Created
@@ -29,7 +36,7 @@ func Match(tenant string, ev Event, t Table) ledger.Delivery {
 		At:             at,
 	}
 	var status ledger.Status
-	switch t.Lookup(ev.Vendor, ev.Type) {
+	switch a {
 	case Succeeded:
 		status = ledger.StatusSucceeded
 	case Failed:

@@ -3,6 +3,7 @@ package matcher_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,10 @@ func TestMatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := matcher.Match("acme", tt.ev, table)
+			// MatchAction with the table's action builds the same delivery.
+			if got := matcher.MatchAction("acme", tt.ev, table.Lookup(tt.ev.Vendor, tt.ev.Type)); !reflect.DeepEqual(got, d) {
+				t.Fatalf("MatchAction = %+v, Match = %+v", got, d)
+			}
 			if got, want := d.Ignore, tt.wantIgnore; got != want {
 				t.Fatalf("Ignore = %v, want %v", got, want)
 			}

@@ -38,7 +38,7 @@ func Load(list *yaml.Node, o Options) ([]Profile, error) {
 	if list == nil || list.Kind == 0 || (list.Kind == yaml.ScalarNode && list.ShortTag() == "!!null") {
 		return nil, nil
 	}
-	d := &decoder{file: o.File, expand: o.Expand, budget: maxNodes}
+	d := newDecoder(o.File, o.Expand, maxNodes)
 	if list.Kind != yaml.SequenceNode {
 		d.fail(list.Line, o.Path, "want a list of vendors, got %s", yamlnode.Kind(list))
 		return nil, joinErrors(d.errs)
@@ -48,7 +48,7 @@ func Load(list *yaml.Node, o Options) ([]Profile, error) {
 	seen := map[string]int{}
 	for i, item := range list.Content {
 		path := o.Path + "[" + strconv.Itoa(i) + "]"
-		p, es := loadOne(item, path, o, &d.budget)
+		p, es := loadOne(item, path, o, &d.Budget)
 		errs = append(errs, es...)
 		if len(es) > 0 {
 			continue
@@ -69,10 +69,10 @@ func Load(list *yaml.Node, o Options) ([]Profile, error) {
 
 // loadOne decodes one entry, merges its preset and validates it.
 func loadOne(item *yaml.Node, path string, o Options, budget *int) (Profile, []*Error) {
-	user := &decoder{file: o.File, expand: o.Expand, pos: map[string]Pos{}, budget: *budget}
+	user := newDecoder(o.File, o.Expand, *budget)
 	var u Profile
-	user.decode(item, reflect.ValueOf(&u).Elem(), "", item.Line, false)
-	*budget = user.budget
+	user.Decode(item, reflect.ValueOf(&u).Elem(), "", item.Line)
+	*budget = user.Budget
 	if len(user.errs) > 0 {
 		return Profile{}, prefix(user.errs, path)
 	}
@@ -112,9 +112,9 @@ func decodePreset(file string, data []byte) (Profile, map[string]Pos, []*Error) 
 	if len(doc.Content) == 0 {
 		return Profile{}, nil, []*Error{{Pos: Pos{File: file}, Msg: "empty preset"}}
 	}
-	d := &decoder{file: file, pos: map[string]Pos{}, budget: maxNodes}
+	d := newDecoder(file, nil, maxNodes)
 	var p Profile
-	d.decode(doc.Content[0], reflect.ValueOf(&p).Elem(), "", doc.Content[0].Line, false)
+	d.Decode(doc.Content[0], reflect.ValueOf(&p).Elem(), "", doc.Content[0].Line)
 	return p, d.pos, d.errs
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -29,7 +31,7 @@ func (discardStore) Ingest(context.Context, ledger.Delivery) (ledger.IngestResul
 }
 
 // BenchmarkStripeIngest measures one Stripe delivery through the echo
-// handler at 64 concurrent senders: verify_only (signature, timestamp,
+// handler (logging JSON at info, as serve does) at 64 concurrent senders: verify_only (signature, timestamp,
 // decode, match; no store) against bolt (the same plus a durable
 // ledger/bolt Ingest: inbox, row, outbox, fsync'd group commit). Each
 // iteration also signs its delivery (one HMAC, as the verifier does), in
@@ -61,6 +63,8 @@ func BenchmarkStripeIngest(b *testing.B) {
 				Stripe:     []webhooks.StripeEndpoint{{Name: "default", Tenant: "acme", Secrets: []string{stripeSecret}}},
 				Registerer: prometheus.NewRegistry(),
 				Now:        func() time.Time { return now },
+				// As serve logs: JSON at info (here into io.Discard).
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -116,6 +116,10 @@ type endpoint struct {
 	// log says so of every event, and where the vendor has a profile to
 	// ask (Options.Refetch) each event is a hint (docs/architecture.md §7a).
 	bodyUnsigned bool
+	// log is the handler's logger with the endpoint's vendor, name and
+	// tenant, built once in New: a logger's With formats its attributes,
+	// which per delivery cost more than the record itself.
+	log *slog.Logger
 }
 
 // Route families, the second element of the path.
@@ -192,6 +196,11 @@ func New(o Options) (*Handler, error) {
 		if err := h.add(familyPayPal, e); err != nil {
 			h.Close()
 			return nil, err
+		}
+	}
+	for _, eps := range h.routes {
+		for _, e := range eps {
+			e.log = h.log.With(slog.String("vendor", e.vendor), slog.String("endpoint", e.name), slog.String("tenant", e.tenant))
 		}
 	}
 	return h, nil
@@ -360,7 +369,7 @@ func (h *Handler) admit(c echo.Context, family string) (admitted, bool, error) {
 		h.count(ctx, family, resultNotFound)
 		return admitted{}, false, writeError(c, http.StatusNotFound, apierror.CodeNotFound, "no such webhook endpoint")
 	}
-	log := h.log.With(slog.String("vendor", ep.vendor), slog.String("endpoint", ep.name), slog.String("tenant", ep.tenant))
+	log := ep.log
 
 	body, err := h.readBody(c)
 	if err != nil {
@@ -442,6 +451,11 @@ func (h *Handler) serve(family string) echo.HandlerFunc {
 			}
 			return c.Blob(http.StatusOK, ct, []byte(ep.ack.Body))
 		}
+		if len(results) == 1 {
+			if b, ok := ackJSON(c, results[0]); ok {
+				return c.JSONBlob(http.StatusOK, b)
+			}
+		}
 		ack := ackBody{Result: results[0]}
 		if len(results) > 1 {
 			ack.Result, ack.Results = batchResult(results), results
@@ -477,7 +491,9 @@ func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev
 		if d.Recheck && res.Row != nil && res.Row.Status.Open() && h.recheck != nil {
 			h.recheck()
 		}
-		attrs := []any{slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome))}
+		// LogAttrs, on an array: no Attr is boxed into an any.
+		var buf [8]slog.Attr
+		attrs := append(buf[:0], slog.String("vendor_event_id", ev.ID), slog.String("type", ev.Type), slog.String("result", string(res.Outcome)))
 		if ep.bodyUnsigned {
 			attrs = append(attrs, slog.Bool("body_signed", false), slog.Bool("hint", d.Recheck))
 		}
@@ -487,9 +503,9 @@ func (h *Handler) ingest(ctx context.Context, log *slog.Logger, ep *endpoint, ev
 		switch {
 		case len(res.Change.Alerts) > 0:
 			attrs = append(attrs, slog.Any("alerts", res.Change.Alerts))
-			log.WarnContext(ctx, "webhook ingested with alerts", attrs...)
+			log.LogAttrs(ctx, slog.LevelWarn, "webhook ingested with alerts", attrs...)
 		default:
-			log.InfoContext(ctx, "webhook ingested", attrs...)
+			log.LogAttrs(ctx, slog.LevelInfo, "webhook ingested", attrs...)
 		}
 		return res, nil
 	}
@@ -525,6 +541,31 @@ type ackBody struct {
 	Results []string `json:"results,omitempty"`
 }
 
+// ackJSON is the bytes c.JSON writes for ackBody{Result: result} (the
+// encoder's trailing newline included), built without reflection, when
+// they are certain to be those: echo's default serializer, no pretty
+// printing (echo's Debug or a ?pretty query), and a result of characters
+// JSON writes as they are. Otherwise false, and the caller uses c.JSON.
+func ackJSON(c echo.Context, result string) ([]byte, bool) {
+	e := c.Echo()
+	switch e.JSONSerializer.(type) {
+	case *echo.DefaultJSONSerializer, echo.DefaultJSONSerializer:
+	default:
+		return nil, false
+	}
+	if e.Debug || c.Request().URL.RawQuery != "" {
+		return nil, false
+	}
+	for i := range len(result) {
+		if b := result[i]; !('a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '_' || b == '-' || b == '.') {
+			return nil, false
+		}
+	}
+	const head, tail = `{"result":"`, "\"}\n"
+	b := make([]byte, 0, len(head)+len(result)+len(tail))
+	return append(append(append(b, head...), result...), tail...), true
+}
+
 // readBody reads the raw body once, under the cap: the signatures cover
 // these exact bytes, so nothing may decode it first.
 func (h *Handler) readBody(c echo.Context) ([]byte, error) {
@@ -532,7 +573,30 @@ func (h *Handler) readBody(c echo.Context) ([]byte, error) {
 	if req.ContentLength > h.limit {
 		return nil, &http.MaxBytesError{Limit: h.limit}
 	}
-	return io.ReadAll(http.MaxBytesReader(c.Response().Writer, req.Body, h.limit))
+	return readAll(http.MaxBytesReader(c.Response().Writer, req.Body, h.limit), req.ContentLength)
+}
+
+// readAll is io.ReadAll with a first buffer of the announced length (plus
+// the byte that meets EOF), so a body the sender sized is read without
+// the copies of growing from 512 bytes. size < 0: unknown.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: grow
+		}
+	}
 }
 
 // reject answers a delivery that failed verification or decoding. Nothing

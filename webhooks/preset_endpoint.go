@@ -296,7 +296,7 @@ func match(tenant string, vf verified, t matcher.Table) ledger.Delivery {
 	case vf.action == matcher.Succeeded && (a == matcher.Progress || a == matcher.Succeeded):
 		a = matcher.Succeeded
 	}
-	return matcher.Match(tenant, vf.ev, matcher.Table{vf.ev.Vendor: {vf.ev.Type: a}})
+	return matcher.MatchAction(tenant, vf.ev, a)
 }
 
 // addPresets builds the preset endpoints, adds their routes and their

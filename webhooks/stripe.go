@@ -1,11 +1,9 @@
 package webhooks
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -132,103 +130,55 @@ func checkSkew(signed, now time.Time, tolerance time.Duration) error {
 	return nil
 }
 
-// stripeEvent is the part of a Stripe event the ledger needs. It is decoded
-// on its own instead of through stripe-go's Event, so events of every API
-// version decode (the fields below have kept their names since 2017).
-type stripeEvent struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Created    int64           `json:"created"`
-	Livemode   bool            `json:"livemode"`
-	APIVersion string          `json:"api_version"`
-	Request    json.RawMessage `json:"request"`
-	Data       struct {
-		Object stripeObject `json:"object"`
-	} `json:"data"`
-}
-
-// stripeObject is data.object. Loosely typed fields (metadata values, the
-// expandable payment_intent and charge) are raw so that an unexpected shape
-// drops the field instead of the whole event: a 400 here would make Stripe
-// retry a perfectly good event for three days.
-type stripeObject struct {
-	ID             string                     `json:"id"`
-	Object         string                     `json:"object"`
-	Amount         *int64                     `json:"amount"`
-	AmountReceived *int64                     `json:"amount_received"`
-	Currency       string                     `json:"currency"`
-	Metadata       map[string]json.RawMessage `json:"metadata"`
-	PaymentIntent  json.RawMessage            `json:"payment_intent"`
-	Charge         json.RawMessage            `json:"charge"`
-}
-
-// stripeRequest is `request` since API version 2017-05-25; before it, the
-// field was the request id as a plain string.
-type stripeRequest struct {
-	ID             string `json:"id"`
-	IdempotencyKey string `json:"idempotency_key"`
-}
-
 // DecodeStripe decodes a verified Stripe event of any API version into an
 // Event. metadataKey names the metadata field holding our local id (empty:
 // DefaultMetadataKey). The local id, the echoed idempotency key, the
 // amount and the currency are optional; an event without an id or a type
-// is ErrUnparsable.
+// is ErrUnparsable. Only the fields below are read (they have kept their
+// names since 2017), not stripe-go's Event, so events of every API version
+// decode; loosely typed fields (metadata values, the expandable
+// payment_intent and charge) are taken only when they are strings, so an
+// unexpected shape drops the field instead of the whole event: a 400 here
+// would make Stripe retry a perfectly good event for three days. The
+// request member is an object since API version 2017-05-25 (before it, the
+// request id as a plain string).
 func DecodeStripe(body []byte, metadataKey string) (Event, error) {
 	if metadataKey == "" {
 		metadataKey = DefaultMetadataKey
 	}
-	var se stripeEvent
-	if err := decodeEvent(body, &se); err != nil {
+	f, err := scanStripe(body, metadataKey)
+	if err != nil {
 		return Event{}, fmt.Errorf("%w: stripe event: %v", ErrUnparsable, err)
 	}
-	if se.ID == "" || se.Type == "" {
+	if f.id == "" || f.typ == "" {
 		return Event{}, fmt.Errorf("%w: stripe event: no id or type", ErrUnparsable)
 	}
-	obj := se.Data.Object
 	ev := Event{
-		Vendor:   "stripe",
-		ID:       se.ID,
-		Type:     se.Type,
-		ObjectID: obj.ID,
-		LocalID:  rawString(obj.Metadata[metadataKey]),
-		Currency: strings.ToLower(obj.Currency),
-		Livemode: se.Livemode,
-		Raw:      body,
+		Vendor:         "stripe",
+		ID:             f.id,
+		Type:           f.typ,
+		ObjectID:       f.objID,
+		LocalID:        f.localID,
+		Currency:       strings.ToLower(f.currency),
+		Livemode:       f.livemode,
+		IdempotencyKey: f.idempotencyKey,
+		Raw:            body,
 	}
-	if se.Created > 0 {
-		ev.Created = time.Unix(se.Created, 0).UTC()
+	if f.created > 0 {
+		ev.Created = time.Unix(f.created, 0).UTC()
 	}
 	// A charge made by a PaymentIntent is evidence about the PaymentIntent,
 	// which is what the runtime created and recorded as its receipt.
-	if pi := rawString(obj.PaymentIntent); obj.Object == "charge" && pi != "" {
-		ev.ObjectID = pi
+	if f.objCharge && f.paymentIntent != "" {
+		ev.ObjectID = f.paymentIntent
 	}
 	switch {
-	case obj.Amount != nil:
-		ev.Amount = obj.Amount
-	case obj.AmountReceived != nil:
-		ev.Amount = obj.AmountReceived
-	}
-	if len(se.Request) > 0 && se.Request[0] == '{' {
-		var r stripeRequest
-		if decodeEvent(se.Request, &r) == nil {
-			ev.IdempotencyKey = r.IdempotencyKey
-		}
+	case f.hasAmount:
+		amount := f.amount
+		ev.Amount = &amount
+	case f.hasAmountReceived:
+		amount := f.amountReceived
+		ev.Amount = &amount
 	}
 	return ev, nil
-}
-
-// rawString returns a JSON string's value, or "" for anything else
-// (null, a number, an expanded object).
-func rawString(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '"' {
-		return ""
-	}
-	var s string
-	if decodeEvent(raw, &s) != nil {
-		return ""
-	}
-	return s
 }

@@ -114,6 +114,11 @@ type Config struct {
 	// place to start a CPU profile that leaves the setup out. An error
 	// ends Run.
 	BeforeLoad func() error
+	// AfterLoad, when set, is called once in webhook mode when the last
+	// delivery is answered, before the wait for the events and the check
+	// of the rows: the place to stop that profile, so it holds the
+	// measured load only.
+	AfterLoad func()
 
 	// afterWebhook, when set, sees the store after ModeWebhook's load,
 	// before it is closed (tests check the rows themselves).

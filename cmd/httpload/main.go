@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.NoWAL, "no-wal", false, "open the real target's store without its write-ahead log (every group its own bbolt commit, as before issue 32)")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent of the temporary data directory (default: the system temp dir)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phases (not the setup) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phases (not the setup; in webhook mode not the events' drain and the rows' check) to this file")
 	verbose := fs.Bool("v", false, "progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -77,11 +77,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			started = true
 			return nil
 		}
-		defer func() {
+		stop := func() {
 			if started {
 				pprof.StopCPUProfile()
+				started = false
 			}
-		}()
+		}
+		// Webhook mode stops it when the load does (the drain's outbox
+		// polls and the rows' check are not the ingest path).
+		cfg.AfterLoad = stop
+		defer stop()
 	}
 
 	rep, err := Run(ctx, cfg)

@@ -223,10 +223,11 @@ func startReal(ctx context.Context, parent string, o realOptions, log *slog.Logg
 		// As serve wires it: the same echo, the store as Ingester, the API's
 		// kind of logger.
 		wo := webhooks.Options{
-			Store:  r.store,
-			Stripe: []webhooks.StripeEndpoint{{Name: webhookEndpoint, Tenant: tenant, Secrets: []string{o.stripeSecret}}},
-			Logger: apiLogger,
-			Now:    o.now,
+			Store:   r.store,
+			Stripe:  []webhooks.StripeEndpoint{{Name: webhookEndpoint, Tenant: tenant, Secrets: []string{o.stripeSecret}}},
+			Logger:  apiLogger,
+			Now:     o.now,
+			Applied: srv.Signal,
 		}
 		wh, err := webhooks.New(wo)
 		if err != nil {

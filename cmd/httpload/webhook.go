@@ -299,6 +299,9 @@ func runWebhook(ctx context.Context, cfg Config, rep *Report) (err error) {
 		}
 	}
 	loadEnd := cfg.Now()
+	if cfg.AfterLoad != nil {
+		cfg.AfterLoad()
+	}
 	if wr.OutboxDepthAtEnd, err = rt.outboxDepth(ctx); err != nil {
 		return fmt.Errorf("httpload: %w", err)
 	}

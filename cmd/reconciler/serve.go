@@ -315,7 +315,7 @@ func (m *Main) openStore(ctx context.Context) (ledger.Store, error) {
 		}
 		st = b
 	} else {
-		p, err := postgres.Open(ctx, cfg.Store, postgres.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "postgres")})
+		p, err := postgres.Open(ctx, cfg.Store, postgres.Options{Policy: cfg.Policy(), Logger: m.Logger.With("component", "postgres"), ListenURL: cfg.StoreListenURL})
 		if err != nil {
 			return nil, err
 		}

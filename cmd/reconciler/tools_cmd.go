@@ -646,7 +646,7 @@ func (d *toolsDecoder) mapping(n *yaml.Node, path string, line int, each func(ke
 	}
 	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
 		if duplicate {
-			d.fail(key.Line, toolsJoin(path, key.Value), "%s", msg)
+			d.fail(key.Line, yamlnode.JoinPath(path, key.Value), "%s", msg)
 			return
 		}
 		d.fail(key.Line, path, "%s", msg)
@@ -717,7 +717,7 @@ func (d *toolsDecoder) decode(n *yaml.Node, v reflect.Value, path string, line i
 			return
 		}
 		d.mapping(n, path, line, func(key, val *yaml.Node) {
-			p := toolsJoin(path, key.Value)
+			p := yamlnode.JoinPath(path, key.Value)
 			if why, ok := toolsStoreFields[key.Value]; ok && t == reflect.TypeFor[ledger.Tool]() {
 				d.fail(key.Line, p, "not part of an entry: %s", why)
 				return
@@ -764,13 +764,6 @@ func toolsFieldNames(t reflect.Type) []string {
 		names = append(names, n)
 	}
 	return names
-}
-
-func toolsJoin(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 func toolsKind(n *yaml.Node) string {

@@ -170,13 +170,19 @@ func BenchmarkHTTPClaims(b *testing.B) {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(sb *testing.B) {
 			if c == nil {
 				// Started on the parent: the sub-benchmark function runs
-				// once per b.N, the processes live across those runs.
-				c = newCluster(b, bin, pgtest.Database(b), stream, fmt.Sprintf("rtb%d%s", n, run), "", n)
-				c.resolverIntervalArg = "30s"
+				// once per b.N, the processes live across those runs. c is
+				// set only once every replica started: a start that failed
+				// (b.Fatal ends this goroutine) must not leave a half-made
+				// set for the next b.N to use.
+				nc := newCluster(b, bin, pgtest.Database(b), stream, fmt.Sprintf("rtb%d%s", n, run), "", n)
+				nc.resolverIntervalArg = "30s"
 				for i := range n {
-					c.start(i)
+					nc.start(i)
 				}
-				cl = newClient(c.addrs())
+				c, cl = nc, newClient(nc.addrs())
+			}
+			if cl == nil {
+				sb.Fatalf("the %d-replica set did not start", n)
 			}
 			parallel(sb, "claims/s", func(ctx context.Context, i int) error {
 				body := fmt.Sprintf(`{"run_id":"run_bench","tool":"stripe.payment_intents.create","tool_call_id":"call_%d",

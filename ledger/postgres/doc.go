@@ -68,6 +68,14 @@
 // delivery waits and answers duplicate. Inserts are INSERT … ON CONFLICT DO
 // NOTHING; one that inserts nothing lost a race and re-runs the transaction.
 //
+// A webhook's Ingest knows its reads before the flow runs (the event id's
+// inbox record, the replay token's, the row under the local id), so it
+// sends them — each lock, then its read — as one pipeline with the BEGIN
+// on the flow's first read, in the flow's lock order, and answers the
+// flow's reads from it (ingest.go); orphans and journal notes go with the
+// COMMIT. A known row's delivery, a duplicate and an orphan are two round
+// trips.
+//
 // A transaction is re-run, with capped exponential backoff and jitter
 // (Options.RetryTimeout, default 10 s), after a serialization failure or
 // deadlock (40001, 40P01), a lost insert race, or a connection that failed
@@ -155,7 +163,9 @@
 // database-wide lock, which would end group commit.
 //
 // Each Store keeps one dedicated LISTEN connection (not a pool connection:
-// LISTEN belongs to a session) in a goroutine started by Open and stopped
+// LISTEN belongs to a session; Options.ListenURL points it elsewhere than
+// the pool, at a session, when the pool goes through a transaction-mode
+// pooler) in a goroutine started by Open and stopped
 // by Close; it reconnects with backoff when the connection drops and then
 // signals once, since a notification sent meanwhile is lost. Signals are
 // coalesced into a channel of buffer 1.

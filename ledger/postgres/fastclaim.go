@@ -70,6 +70,12 @@ func (s *Store) update(ctx context.Context, fn func(ledger.Tx) error) error {
 			return err
 		}
 	}
+	if d, ok := ctx.Value(ingestKey{}).(*ledger.Delivery); ok {
+		return s.run(ctx, true, func(tx *pgTx) error {
+			tx.pre = newPrefetch(*d)
+			return fn(tx)
+		})
+	}
 	return s.run(ctx, true, func(tx *pgTx) error { return fn(tx) })
 }
 

@@ -11,10 +11,11 @@ import (
 
 // connectListener opens the dedicated LISTEN connection. It is not a pool
 // connection: LISTEN belongs to a session, and the pool would hand the
-// session to other callers. With channel empty it listens on the channel
-// of the connection's current schema (which it returns).
+// session to other callers. It dials Options.ListenURL when set, else the
+// pool's URL. With channel empty it listens on the channel of the
+// connection's current schema (which it returns).
 func (s *Store) connectListener(ctx context.Context, channel string) (*pgx.Conn, string, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.listenCfg.Copy())
 	if err != nil {
 		return nil, "", err
 	}

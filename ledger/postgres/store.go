@@ -36,6 +36,13 @@ type Options struct {
 	// RetryTimeout bounds how long one call retries serialization failures,
 	// deadlocks, lost races and dropped connections (default 10 s).
 	RetryTimeout time.Duration
+	// ListenURL, when set, is where the LISTEN connection goes instead of
+	// the pool's URL: LISTEN needs a session, which a transaction-mode
+	// pooler (PgBouncer's pool_mode = transaction) in front of the pool
+	// does not keep, so point it at the server itself or a session-mode
+	// pool of the same database. It listens on the channel of the pool's
+	// schema, whatever its own search_path. Never logged.
+	ListenURL string
 }
 
 // DefaultRetryTimeout is Options.RetryTimeout's default.
@@ -73,7 +80,10 @@ type Store struct {
 	// Ingest, Escalate, Reschedule).
 	ledger.Flows
 
-	pool         *pgxpool.Pool
+	pool *pgxpool.Pool
+	// listenCfg is the LISTEN connection's (the pool's unless
+	// Options.ListenURL names another).
+	listenCfg    *pgx.ConnConfig
 	policy       ledger.Policy
 	logger       *slog.Logger
 	retryTimeout time.Duration
@@ -126,12 +136,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	case !strings.Contains(url, "pool_max_conns"):
 		cfg.MaxConns = DefaultMaxConns
 	}
+	listenCfg := cfg.ConnConfig
+	if opts.ListenURL != "" {
+		if listenCfg, err = pgx.ParseConfig(opts.ListenURL); err != nil {
+			return nil, errors.New("postgres: open: cannot parse the listen URL")
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w: %w", ledger.ErrUnavailable, err)
 	}
 	s := &Store{
-		pool: pool, policy: opts.Policy, logger: opts.Logger, retryTimeout: opts.RetryTimeout,
+		pool: pool, listenCfg: listenCfg, policy: opts.Policy, logger: opts.Logger, retryTimeout: opts.RetryTimeout,
 		notify:     make(chan struct{}, 1),
 		listenDone: make(chan struct{}),
 		others:     make(chan struct{}, 1), notifierDone: make(chan struct{}),
@@ -140,6 +156,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// The first LISTEN is made here, so a commit by any replica after Open
 	// returns is seen; later reconnects happen in the listener goroutine.
 	// It dials while the migrations run: a connection costs a backend fork.
+	// A listener of its own URL is dialed after them, on the channel of
+	// the pool's schema (its own search_path may name another).
 	type dialed struct {
 		conn   *pgx.Conn
 		schema string
@@ -147,11 +165,22 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	dc := make(chan dialed, 1)
 	go func() { // owned by Open, which waits for its one send
+		if opts.ListenURL != "" {
+			dc <- dialed{}
+			return
+		}
 		conn, schema, err := s.connectListener(ctx, "")
 		dc <- dialed{conn, schema, err}
 	}()
 	applied, err := migrate(ctx, pool)
 	d := <-dc
+	if err == nil && opts.ListenURL != "" {
+		if err = pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&d.schema); err != nil {
+			err = fmt.Errorf("current schema: %w", err)
+		} else {
+			d.conn, _, d.err = s.connectListener(ctx, channelName(d.schema))
+		}
+	}
 	if err == nil && d.err != nil {
 		err = fmt.Errorf("listen: %w", d.err)
 	}

@@ -60,6 +60,9 @@ type pgTx struct {
 	// records and their NOTIFY, inbox records, Idempotency-Key records),
 	// sent with the COMMIT in its round trip.
 	atCommit []queued
+	// pre, set by Store.Ingest, holds the delivery's reads, pipelined
+	// (ingest.go).
+	pre *prefetch
 }
 
 // queued is one statement of atCommit.
@@ -268,6 +271,9 @@ func (t *pgTx) RowByApproval(id string) (ledger.Row, error) {
 
 // RowByLocalID implements ledger.Tx.
 func (t *pgTx) RowByLocalID(localID string) (ledger.Row, error) {
+	if row, ok, err := t.prefetchedRow(localID); ok {
+		return row, err
+	}
 	return t.lockedRow("row by local id", lockLocalID, localID, `SELECT doc FROM rows WHERE metadata_local_id = $1`, localID)
 }
 
@@ -377,6 +383,9 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 		result string
 		err    error
 	)
+	if rec, ok, err := t.prefetchedInbox(vendor, eventID); ok {
+		return rec, err
+	}
 	if err := t.flush(); err != nil {
 		return ledger.InboxRecord{}, err
 	}
@@ -460,10 +469,16 @@ func (t *pgTx) PutOrphan(d ledger.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("put orphan: %w", err)
 	}
-	_, err = t.q.Exec(t.ctx, `INSERT INTO orphans (local_id, vendor, event_id, at, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)
-		ON CONFLICT (local_id, vendor, event_id) DO UPDATE SET at = EXCLUDED.at, delivery = EXCLUDED.delivery`,
-		d.LocalID, d.Vendor, d.EventID, micros(d.At), string(b))
-	if err != nil {
+	const upsert = `INSERT INTO orphans (local_id, vendor, event_id, at, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)
+		ON CONFLICT (local_id, vendor, event_id) DO UPDATE SET at = EXCLUDED.at, delivery = EXCLUDED.delivery`
+	args := []any{d.LocalID, d.Vendor, d.EventID, micros(d.At), string(b)}
+	if t.write {
+		// With the COMMIT (atCommit): the flow reads nothing after parking
+		// an orphan but what a read's flush brings in front of it.
+		t.atCommit = append(t.atCommit, queued{sql: upsert, args: args})
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, upsert, args...); err != nil {
 		return dbErr("put orphan", err)
 	}
 	return nil
@@ -471,7 +486,13 @@ func (t *pgTx) PutOrphan(d ledger.Delivery) error {
 
 // DeleteOrphans implements ledger.Tx.
 func (t *pgTx) DeleteOrphans(localID string) error {
-	if _, err := t.q.Exec(t.ctx, `DELETE FROM orphans WHERE local_id = $1`, localID); err != nil {
+	const del = `DELETE FROM orphans WHERE local_id = $1`
+	if t.write {
+		// With the COMMIT, after the orphans queued before it (PutOrphan).
+		t.atCommit = append(t.atCommit, queued{sql: del, args: []any{localID}})
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, del, localID); err != nil {
 		return dbErr("delete orphans", err)
 	}
 	return nil

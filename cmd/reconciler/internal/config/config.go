@@ -33,6 +33,11 @@ type Config struct {
 	HTTP string `yaml:"http"`
 	// Store is "bolt" or a postgres:// URL.
 	Store string `yaml:"store" secret:"url"`
+	// StoreListenURL, with a postgres store, is where its LISTEN connection
+	// goes instead of Store: a session (the server, or a session-mode pool)
+	// when Store goes through a transaction-mode pooler such as PgBouncer,
+	// which keeps no session for LISTEN. Empty: Store.
+	StoreListenURL string `yaml:"store_listen_url" secret:"url"`
 	// BoltWAL puts the write-ahead log in front of the bbolt file (the
 	// default): a write is acknowledged after one sequential fdatasync of
 	// the log, and bbolt takes the writes in batches. false makes every

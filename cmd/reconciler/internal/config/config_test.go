@@ -52,6 +52,7 @@ var precedenceSamples = map[string][3]string{
 	"data":                         {"/srv/file", "/srv/env", "/srv/flag"},
 	"http":                         {"127.0.0.1:1001", ":1002", "127.0.0.1:1003"},
 	"store":                        {"postgres://f@db/x", "postgres://e@db/x", "postgresql://g@db/x"},
+	"store_listen_url":             {"postgres://f@db:5432/x", "postgres://e@db:5432/x", "postgresql://g@db:5432/x"},
 	"nats_url":                     {"nats://file:4222", "nats://env:4222", "tls://flag:4222"},
 	"nats_listen":                  {"127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"},
 	"nats_listen_cert":             {pemFile, pemEnv, pemFlag},
@@ -120,6 +121,7 @@ var precedenceContext = map[string]map[string]string{
 	"nats_ca":          {"RECONCILER_NATS_URL": "nats://x:4222"},
 	"nats_cert":        {"RECONCILER_NATS_URL": "nats://x:4222", "RECONCILER_NATS_KEY": pemFile},
 	"nats_key":         {"RECONCILER_NATS_URL": "nats://x:4222", "RECONCILER_NATS_CERT": pemFile},
+	"store_listen_url": {"RECONCILER_STORE": "postgres://u@pgbouncer:6432/x"},
 	// An archive needs retention on.
 	"retention.archive_dir": {"RECONCILER_RETENTION_SETTLED_ROWS": "720h"},
 }
@@ -191,6 +193,7 @@ func TestSettingNames(t *testing.T) {
 	}{
 		{"http", "http", "RECONCILER_HTTP"},
 		{"nats_url", "nats-url", "RECONCILER_NATS_URL"},
+		{"store_listen_url", "store-listen-url", "RECONCILER_STORE_LISTEN_URL"},
 		{"nats_listen", "nats-listen", "RECONCILER_NATS_LISTEN"},
 		{"nats_listen_cert", "nats-listen-cert", "RECONCILER_NATS_LISTEN_CERT"},
 		{"nats_creds", "nats-creds", "RECONCILER_NATS_CREDS"},
@@ -407,6 +410,10 @@ func TestConfigErrors(t *testing.T) {
 			nil, []string{`cfg.yaml:1: store: want bolt or a postgres:// URL`}},
 		{"bad store word", "store: bbolt\n",
 			nil, []string{`cfg.yaml:1: store: want bolt or a postgres:// URL`}},
+		{"store listen url not postgres", "store: postgres://u@pgbouncer/x\nstore_listen_url: mysql://u:SeKrEt@db/x\n",
+			nil, []string{`cfg.yaml:2: store_listen_url: want a postgres:// URL`}},
+		{"store listen url with bolt", "store_listen_url: postgres://u:SeKrEt@db/x\n",
+			nil, []string{`cfg.yaml:1: store_listen_url: is for a postgres store`}},
 		{"bad http address", "http: localhost\n",
 			nil, []string{`cfg.yaml:1: http: bad listen address "localhost": want host:port`}},
 		{"bad http port", "http: 127.0.0.1:99999\n",
@@ -588,6 +595,7 @@ func TestConfigValid(t *testing.T) {
 		{"nats on IPv6 loopback without users", "nats_listen: \"[::1]:4222\"\n"},
 		{"nats on all interfaces with users", okTenant + "    nats_nkeys: [" + testNKey + "]\nnats_listen: 0.0.0.0:4222\n"},
 		{"an external nats on all interfaces", "nats_url: nats://0.0.0.0:4222\nnats_listen: 0.0.0.0:4222\n"},
+		{"postgres behind pgbouncer, listen direct", "store: postgres://u@pgbouncer:6432/x?default_query_exec_mode=exec\nstore_listen_url: postgres://u@db:5432/x\n"},
 		{"same endpoint name across vendors", okTenant + "stripe:\n  endpoints: [{name: x, secrets: [whsec_a]}]\npaypal:\n  endpoints: [{name: x, webhook_id: WH-1}]\n"},
 		{"endpoint of the default tenant", "stripe:\n  endpoints: [{secrets: [whsec_a], tenant: default}]\n"},
 		{"aliases", "tenants:\n  - id: acme\n    tokens: &t [acme-token-0123456789]\nstripe:\n  endpoints: [{secrets: *t}]\n"},

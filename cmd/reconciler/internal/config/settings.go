@@ -55,6 +55,7 @@ var settings = []Setting{
 	{Key: "data", Usage: "directory of the bbolt file and the embedded NATS store"},
 	{Key: "http", Usage: "listen address of the API, webhooks and /metrics"},
 	{Key: "store", Usage: "bolt, or a postgres:// URL (many replicas, one database)"},
+	{Key: "store_listen_url", Usage: "postgres: a postgres:// URL of the same database for the LISTEN connection, a session (the server, or a session-mode pool) when store goes through PgBouncer in transaction mode; empty: store"},
 	{Key: "bolt_wal", Usage: "bolt: acknowledge writes after one fdatasync of a write-ahead log, bbolt committing in batches (false: a bbolt commit per group)"},
 	{Key: "nats_url", Usage: "external NATS server with JetStream (comma-separated URLs); empty starts an embedded one"},
 	{Key: "nats_listen", Usage: "listen address of the embedded NATS server; one other hosts can reach needs tenants' nats_nkeys"},

@@ -84,6 +84,13 @@ func (c Config) Validate() error {
 	if c.Store != "bolt" && !isPostgresURL(c.Store) {
 		v.add("store", "want bolt or a postgres:// URL")
 	}
+	switch {
+	case c.StoreListenURL == "":
+	case !isPostgresURL(c.StoreListenURL):
+		v.add("store_listen_url", "want a postgres:// URL")
+	case !isPostgresURL(c.Store):
+		v.add("store_listen_url", "is for a postgres store")
+	}
 	v.natsURL("nats_url", c.NATSURL)
 	v.nats(c)
 	if c.BodyLimit <= 0 || c.BodyLimit > maxBodyLimit {

@@ -1,14 +1,12 @@
 package config
 
 import (
-	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -157,21 +155,60 @@ func (c *Config) decodeYAML(file string, data []byte, getenv func(string) string
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil // an empty file is an empty config
 	}
-	d := &yamlDecoder{o: c.origin, getenv: getenv, budget: maxNodes}
 	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
 		return nil
 	}
-	d.decode(root, reflect.ValueOf(c).Elem(), "", root.Line)
+	d := newYAMLDecoder(c.origin, getenv)
+	d.Decode(root, reflect.ValueOf(c).Elem(), "", root.Line)
 	return d.err()
 }
 
+// yamlDecoder is the shared strict walk (yamlnode.Decoder) with the
+// configuration's rules: ${VAR} expanded in every value, list items
+// starting from their defaults, and settings that read their own YAML
+// (nodeDecoder).
 type yamlDecoder struct {
+	yamlnode.Decoder
 	o      *origin
 	getenv func(string) string
 	errs   []error
-	budget int
 }
+
+func newYAMLDecoder(o *origin, getenv func(string) string) *yamlDecoder {
+	d := &yamlDecoder{o: o, getenv: getenv}
+	d.Decoder = yamlnode.Decoder{
+		Scalars: configScalars,
+		Budget:  maxNodes,
+		Fail:    func(line int, path, msg string) { d.fail(line, path, "%s", msg) },
+		TooLarge: func(line int, _ string) {
+			d.errs = append(d.errs, &Error{Where: d.o.at(line), Msg: fmt.Sprintf("document too large (more than %d nodes after expanding aliases)", maxNodes), line: line, err: errTooLarge})
+		},
+		Seen: func(path string, line int) {
+			if path != "" {
+				d.o.lines[path] = line
+			}
+		},
+		Expand: d.expand,
+		Hook: func(n *yaml.Node, v reflect.Value, _ string, _ int) bool {
+			h, ok := v.Addr().Interface().(nodeDecoder)
+			if ok {
+				d.errs = append(d.errs, h.decodeNode(n, d.o, d.getenv)...)
+			}
+			return ok
+		},
+		NewItem: func(v reflect.Value) {
+			if def, ok := v.Addr().Interface().(interface{ setDefaults() }); ok {
+				def.setDefaults()
+			}
+		},
+	}
+	return d
+}
+
+// configScalars are the file's value rules: yamlnode's defaults (no ints,
+// a null duration or size is invalid, errors quote the whole value).
+var configScalars = yamlnode.Scalars{}
 
 func (d *yamlDecoder) err() error { return errors.Join(d.errs...) }
 
@@ -217,163 +254,34 @@ func (d *yamlDecoder) fail(line int, path, format string, args ...any) {
 	}
 }
 
-var textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
-
 // nodeDecoder is a setting that reads its own YAML (VendorList: package
 // vendors owns the profiles' keys), reporting problems as config errors.
 type nodeDecoder interface {
 	decodeNode(n *yaml.Node, o *origin, getenv func(string) string) []error
 }
 
-// decode stores node n into v. line is where the value is written (the key's
-// line for a mapping entry), used for positions and errors.
-func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
-	d.budget--
-	if d.budget < 0 {
-		if d.budget == -1 {
-			d.errs = append(d.errs, &Error{Where: d.o.at(line), Msg: fmt.Sprintf("document too large (more than %d nodes after expanding aliases)", maxNodes), line: line, err: errTooLarge})
-		}
-		return
-	}
-	for n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			d.fail(line, path, "alias to an unknown anchor")
-			return
-		}
-		n = n.Alias
-	}
-	if path != "" {
-		d.o.lines[path] = line
-	}
-	if h, ok := v.Addr().Interface().(nodeDecoder); ok {
-		d.errs = append(d.errs, h.decodeNode(n, d.o, d.getenv)...)
-		return
-	}
-	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-	t := v.Type()
-	switch {
-	case t == durationType || reflect.PointerTo(t).Implements(textUnmarshalerType) || t.Kind() == reflect.String || t.Kind() == reflect.Bool:
-		s, ok := d.scalar(n, path, line)
-		if !ok {
-			return
-		}
-		if err := setScalar(v, s); err != nil {
-			d.fail(line, path, "%v", err)
-		}
-	case t.Kind() == reflect.Struct:
-		if null {
-			return
-		}
-		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
-			f, ok := yamlnode.FieldByName(t, key.Value)
-			if !ok {
-				d.fail(key.Line, yamlnode.JoinPath(path, key.Value), "unknown key (known: %s)", strings.Join(yamlnode.FieldNames(t), ", "))
-				return
-			}
-			d.decode(val, v.FieldByIndex(f.Index), yamlnode.JoinPath(path, key.Value), key.Line)
-		})
-	case t.Kind() == reflect.Slice:
-		if null {
-			v.SetZero()
-			return
-		}
-		if n.Kind != yaml.SequenceNode {
-			d.fail(line, path, "want a list, got %s", yamlnode.Kind(n))
-			return
-		}
-		out := reflect.MakeSlice(t, len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			elem := out.Index(i)
-			if def, ok := elem.Addr().Interface().(interface{ setDefaults() }); ok {
-				def.setDefaults()
-			}
-			d.decode(item, elem, path+"["+strconv.Itoa(i)+"]", item.Line)
-		}
-		v.Set(out)
-	case t.Kind() == reflect.Map:
-		if null {
-			v.SetZero()
-			return
-		}
-		out := reflect.MakeMap(t)
-		d.mapping(n, path, line, func(key *yaml.Node, val *yaml.Node) {
-			elem := reflect.New(t.Elem()).Elem()
-			d.decode(val, elem, yamlnode.MapPath(path, key.Value), key.Line)
-			out.SetMapIndex(reflect.ValueOf(key.Value).Convert(t.Key()), elem)
-		})
-		v.Set(out)
-	default:
-		// Config holds only the kinds above; a new field kind must be taught here.
-		d.fail(line, path, "internal error: cannot decode into %s", t)
-	}
-}
-
-// mapping walks the entries of a mapping node, refusing duplicate keys,
-// non-scalar keys and merge keys (<<), which would hide where a value came from.
-func (d *yamlDecoder) mapping(n *yaml.Node, path string, line int, each func(key, val *yaml.Node)) {
-	if n.Kind != yaml.MappingNode {
-		d.fail(line, path, "want a mapping, got %s", yamlnode.Kind(n))
-		return
-	}
-	yamlnode.Mapping(n, each, func(key *yaml.Node, duplicate bool, msg string) {
-		if duplicate {
-			d.fail(key.Line, yamlnode.MapPath(path, key.Value), "%s", msg)
-			return
-		}
-		d.fail(key.Line, path, "%s", msg)
-	})
-}
-
-// scalar returns the expanded text of a scalar node.
-func (d *yamlDecoder) scalar(n *yaml.Node, path string, line int) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		d.fail(line, path, "want a single value, got %s", yamlnode.Kind(n))
-		return "", false
-	}
-	if n.ShortTag() == "!!null" {
-		return "", true
-	}
-	s, missing, err := expandEnv(n.Value, d.getenv)
+// expand is the file's ${VAR} expansion; each unset variable is its own
+// problem.
+func (d *yamlDecoder) expand(s string) (string, error) {
+	out, missing, err := expandEnv(s, d.getenv)
 	if err != nil {
-		d.fail(line, path, "%v", err)
-		return "", false
+		return "", err
 	}
 	if len(missing) > 0 {
-		for _, name := range missing {
-			d.fail(line, path, "${%s} is not set in the environment", name)
+		errs := make([]error, len(missing))
+		for i, name := range missing {
+			errs[i] = fmt.Errorf("${%s} is not set in the environment", name)
 		}
-		return "", false
+		return "", errors.Join(errs...)
 	}
-	return s, true
+	return out, nil
 }
 
-// setScalar parses s into v: a Go duration, a TextUnmarshaler (ByteSize,
-// slog.Level), a boolean or a string. Errors quote s: callers use it for non-secrets only.
+// setScalar parses s into v by the file's rules: a Go duration, a
+// TextUnmarshaler (ByteSize, slog.Level), a boolean or a string. Errors
+// quote s: callers use it for non-secrets only.
 func setScalar(v reflect.Value, s string) error {
-	t := v.Type()
-	switch {
-	case t == durationType:
-		dur, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("invalid duration %q: want a Go duration such as 90s or 15m", s)
-		}
-		v.SetInt(int64(dur))
-	case reflect.PointerTo(t).Implements(textUnmarshalerType):
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
-			return err
-		}
-	case t.Kind() == reflect.String:
-		v.SetString(s)
-	case t.Kind() == reflect.Bool:
-		b, err := strconv.ParseBool(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("invalid boolean %q: want true or false", s)
-		}
-		v.SetBool(b)
-	default:
-		return fmt.Errorf("internal error: cannot set %s", t)
-	}
-	return nil
+	return yamlnode.SetScalar(v, s, configScalars)
 }
 
 // expandEnv replaces each ${NAME} in s with getenv(NAME); "$${" is a literal
