@@ -39,10 +39,10 @@ func newApprovalView(r ledger.Row) approvalView {
 }
 
 func (s *Server) approvalRoutes(e *echo.Echo, read, decide, idem echo.MiddlewareFunc) {
-	e.GET("/v1/approvals", s.listApprovals, read)
-	e.GET("/v1/approvals/:id", s.getApproval, read)
-	e.POST("/v1/approvals/:id/approve", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictGrant) }, decide, idem)
-	e.POST("/v1/approvals/:id/deny", func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictDeny) }, decide, idem)
+	e.GET("/v1/approvals", chain(s.listApprovals, read))
+	e.GET("/v1/approvals/:id", chain(s.getApproval, read))
+	e.POST("/v1/approvals/:id/approve", chain(func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictGrant) }, decide, idem))
+	e.POST("/v1/approvals/:id/deny", chain(func(c echo.Context) error { return s.decideApproval(c, ledger.VerdictDeny) }, decide, idem))
 }
 
 // approvalTenant is the tenant the caller acts for on an approval route:
@@ -96,7 +96,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 		}
 		aq.Limit = n
 	}
-	page, err := s.store.ListApprovals(c.Request().Context(), aq)
+	page, err := s.store.ListApprovals(requestContext(c), aq)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 	for _, r := range page.Rows {
 		out.Approvals = append(out.Approvals, newApprovalView(r))
 	}
-	return c.JSON(http.StatusOK, out)
+	return writeJSON(c, http.StatusOK, out)
 }
 
 // getApproval is GET /v1/approvals/{id}: the approval in any state and its
@@ -117,14 +117,14 @@ func (s *Server) getApproval(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.store.GetApproval(c.Request().Context(), id)
+	row, err := s.store.GetApproval(requestContext(c), id)
 	if err != nil {
 		return err
 	}
 	if t := approvalTenant(c); t != "" && row.Tenant != t {
 		return ledger.ErrApprovalNotFound
 	}
-	return c.JSON(http.StatusOK, newApprovalView(row))
+	return writeJSON(c, http.StatusOK, newApprovalView(row))
 }
 
 // decideApproval is POST /v1/approvals/{id}/approve and /deny. A grant lets
@@ -146,7 +146,7 @@ func (s *Server) decideApproval(c echo.Context, v ledger.Verdict) error {
 		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "note is required: say why the call is denied")
 	}
 	p := principalOf(c)
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, ch, err := s.store.DecideApproval(ctx, ledger.ApprovalDecision{
 		Tenant: approvalTenant(c), ID: id, Verdict: v, Actor: b.Actor, Note: b.Note, By: p.fp, At: s.now(),
 	})
@@ -158,5 +158,5 @@ func (s *Server) decideApproval(c echo.Context, v ledger.Verdict) error {
 	traceRow(ctx, row, tracing.KeyApprovalID.String(id), tracing.KeyApprovalState.String(string(row.Approval.State)))
 	s.log.InfoContext(ctx, "approval decided", append(logAttrs(row.Tenant, row.Key, row.RunID),
 		"approval_id", id, "state", row.Approval.State, "actor", b.Actor, "by", p.fp)...)
-	return c.JSON(http.StatusOK, newApprovalView(row))
+	return writeJSON(c, http.StatusOK, newApprovalView(row))
 }

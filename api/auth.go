@@ -36,10 +36,8 @@ type principal struct {
 }
 
 type tokenEntry struct {
-	sum    [sha256.Size]byte
-	tenant string
-	role   role
-	fp     string
+	sum [sha256.Size]byte
+	p   principal
 }
 
 // fingerprint names a token in stored records without revealing it: a
@@ -70,7 +68,7 @@ func newAuthenticator(tokens map[string]string, admin []string, approvers map[st
 			return errors.New("a token is configured twice")
 		}
 		seen[sum] = true
-		a.entries = append(a.entries, tokenEntry{sum: sum, tenant: tenant, role: r, fp: fingerprint(sum)})
+		a.entries = append(a.entries, tokenEntry{sum: sum, p: principal{tenant: tenant, role: r, fp: fingerprint(sum)}})
 		return nil
 	}
 	for tok, tenant := range tokens {
@@ -103,14 +101,23 @@ func newAuthenticator(tokens map[string]string, admin []string, approvers map[st
 // lookup finds the token's principal. It compares against every entry in
 // constant time and never stops early, so timing says nothing about which
 // (or whether a) token matched.
-func (a *authenticator) lookup(token string) (principal, bool) {
-	sum := sha256.Sum256([]byte(token))
-	var found principal
+//
+// The principal is the entry's own, never changed after start-up: the
+// request's echo context holds the pointer, which costs no allocation.
+func (a *authenticator) lookup(token string) (*principal, bool) {
+	var in [256]byte // a token of usual length is hashed from the stack
+	var sum [sha256.Size]byte
+	if len(token) <= len(in) {
+		sum = sha256.Sum256(in[:copy(in[:], token)])
+	} else {
+		sum = sha256.Sum256([]byte(token))
+	}
+	var found *principal
 	match := 0
 	for i := range a.entries {
 		eq := subtle.ConstantTimeCompare(sum[:], a.entries[i].sum[:])
 		if eq == 1 {
-			found = principal{tenant: a.entries[i].tenant, role: a.entries[i].role, fp: a.entries[i].fp}
+			found = &a.entries[i].p
 		}
 		match |= eq
 	}
@@ -166,8 +173,10 @@ func bearer(h string) (string, bool) {
 }
 
 func principalOf(c echo.Context) principal {
-	p, _ := c.Get(principalKey).(principal)
-	return p
+	if p, ok := c.Get(principalKey).(*principal); ok {
+		return *p
+	}
+	return principal{}
 }
 
 // tenantFor returns the tenant a read acts for: the token's own, or for an

@@ -35,7 +35,7 @@ func (s *Server) backup(c echo.Context) error {
 	if s.backuper == nil {
 		return errNoBackup
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	res := c.Response()
 	rc := http.NewResponseController(res)
 	started := false

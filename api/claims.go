@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -83,9 +84,12 @@ func decisionStatus(res ledger.ClaimResult) int {
 // claim is POST /v1/claims[?wait=].
 func (s *Server) claim(c echo.Context) error {
 	tenant := principalOf(c).tenant
-	wait, err := parseWait(c.QueryParam("wait"))
-	if err != nil {
-		return err
+	var wait time.Duration
+	if c.Request().URL.RawQuery != "" { // echo's QueryParam parses (and allocates) even an empty query
+		var err error
+		if wait, err = parseWait(c.QueryParam("wait")); err != nil {
+			return err
+		}
 	}
 	data, err := readBody(c, s.bodyLimit)
 	if err != nil {
@@ -95,7 +99,7 @@ func (s *Server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	cl, err := ledger.NewClaim(ledger.ClaimRequest{
 		Tenant: tenant, RunID: b.RunID, Tool: b.Tool, ToolCallID: b.ToolCallID, Vendor: b.Vendor,
 		ToolClass: b.ToolClass, Intent: b.Intent, Key: b.Key, Request: b.Request, Expect: b.Expect,
@@ -121,7 +125,7 @@ func (s *Server) claim(c echo.Context) error {
 		}
 	}
 	s.recordClaim(ctx, cl.Row, res)
-	return c.JSON(decisionStatus(res), newClaimResponse(res))
+	return writeClaimJSON(c, decisionStatus(res), newClaimResponse(res))
 }
 
 // present is a row as the API answers it: with vendor_key always set (a
@@ -146,14 +150,24 @@ func (s *Server) recordClaim(ctx context.Context, row ledger.Row, res ledger.Cla
 	for _, ch := range res.Changes {
 		s.metrics.change(ch, ledger.SourceWebhook) // parked orphan events
 	}
-	attrs := append(logAttrs(row.Tenant, row.Key, row.RunID), "decision", res.Decision)
+	// The line every claim writes: its attributes from the stack, built
+	// only when the logger takes them (logAttrs' keys, then the answer).
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	var attrs [6]slog.Attr
+	a := append(attrs[:0], slog.String("tenant", row.Tenant), slog.String("key", row.Key))
+	if row.RunID != "" {
+		a = append(a, slog.String("run_id", row.RunID))
+	}
+	a = append(a, slog.String("decision", string(res.Decision)))
 	if res.Code != "" {
-		attrs = append(attrs, "code", res.Code)
+		a = append(a, slog.String("code", res.Code))
 	}
 	if res.Row.Key != "" {
-		attrs = append(attrs, "attempt", res.Row.Attempt)
+		a = append(a, slog.Int("attempt", res.Row.Attempt))
 	}
-	s.log.InfoContext(ctx, "claim decided", attrs...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "claim decided", a...)
 }
 
 // parseWait reads ?wait=: a Go duration ("5s", "1500ms") or seconds ("5",

@@ -30,7 +30,7 @@ func (s *Server) compensate(c echo.Context) error {
 	if err := ledger.ValidateAction(b.Action); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	orig, err := s.store.Get(ctx, tenant, key)
 	if err != nil {
 		return err
@@ -51,5 +51,5 @@ func (s *Server) compensate(c echo.Context) error {
 		return err
 	}
 	s.recordClaim(ctx, cl.Row, res)
-	return c.JSON(decisionStatus(res), newClaimResponse(res))
+	return writeClaimJSON(c, decisionStatus(res), newClaimResponse(res))
 }

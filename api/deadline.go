@@ -27,13 +27,18 @@ import (
 // connection already closed; neither needs a deadline.
 func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		now := time.Now()
-		rc := http.NewResponseController(c.Response())
-		_ = rc.SetWriteDeadline(now.Add(s.bodyTimeout + s.answer))
-		if body := c.Request().Body; body != nil && body != http.NoBody {
-			_ = rc.SetReadDeadline(now.Add(s.bodyTimeout))
-		}
+		s.setDeadlines(c)
 		return next(c)
+	}
+}
+
+// setDeadlines is deadlines' work (dispatch calls it directly).
+func (s *Server) setDeadlines(c echo.Context) {
+	now := time.Now()
+	rc := http.NewResponseController(c.Response())
+	_ = rc.SetWriteDeadline(now.Add(s.bodyTimeout + s.answer))
+	if body := c.Request().Body; body != nil && body != http.NoBody {
+		_ = rc.SetReadDeadline(now.Add(s.bodyTimeout))
 	}
 }
 

@@ -29,7 +29,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	if b, ok := req.Body.(*readBodyOnce); ok { // read (and limited) by the Idempotency-Key middleware
 		return b.data, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	data, err := readUpTo(req.Body, limit+1, req.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -43,17 +43,59 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	return data, nil
 }
 
+// readUpTo is io.ReadAll(io.LimitReader(r, max)) whose buffer starts at
+// the body's declared length (and a byte, to see a longer one end): a
+// claim's body is read into one allocation of its size, where ReadAll
+// starts at 512 bytes and grows.
+func readUpTo(r io.Reader, max, declared int64) ([]byte, error) {
+	size := int64(512)
+	if declared > 0 {
+		size = min(declared+1, max)
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as ReadAll does
+		}
+		end := min(int64(cap(b)), max)
+		if int64(len(b)) >= end {
+			return b, nil // max bytes read: the caller sees the body is too long
+		}
+		n, err := r.Read(b[len(b):end])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				return b, nil
+			}
+			return b, err
+		}
+	}
+}
+
 // strictQuery refuses a query string that does not parse (a bare "%", a
 // "%zz", a ";" separator): echo's QueryParams drops such pairs silently, so
 // GET /v1/claims?status=failed_poison; would list every row and
 // ?wait=2s%zz would not wait.
 func strictQuery(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if _, err := url.ParseQuery(c.Request().URL.RawQuery); err != nil {
-			return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "malformed query string")
+		if err := parseableQuery(c); err != nil {
+			return err
 		}
 		return next(c)
 	}
+}
+
+// parseableQuery is strictQuery's check (dispatch calls it directly). Most
+// requests have no query, and parsing none would still allocate a map.
+func parseableQuery(c echo.Context) error {
+	q := c.Request().URL.RawQuery
+	if q == "" {
+		return nil
+	}
+	if _, err := url.ParseQuery(q); err != nil {
+		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "malformed query string")
+	}
+	return nil
 }
 
 // bind reads the request body under the server's limit and decodes it

@@ -24,10 +24,10 @@
 // invalid_input with the ledger's InvalidError text.
 //
 // With Options.TracerProvider every request is a server span (tracing.go:
-// otelhttp around the echo, W3C traceparent honoured on /v1 routes only),
+// otelhttp around Handler, W3C traceparent honoured on /v1 routes only),
 // named claim, outcome, resolve or approval for those routes, with the
 // row's attributes (internal/tracing); a claim stores its span's context
-// on the row it inserts. Without one, Handler is the bare echo.
+// on the row it inserts. Without one, Handler is the echo alone (dispatch.go).
 //
 // Imports: ledger (domain types, rules and sentinel errors), apierror,
 // internal/tracing, echo, prometheus client_golang, otelhttp and the

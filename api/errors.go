@@ -155,7 +155,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if req.Method == http.MethodHead {
 		err = c.NoContent(status)
 	} else {
-		err = c.JSON(status, apierror.New(code, msg))
+		err = writeJSON(c, status, apierror.New(code, msg))
 	}
 	if err != nil {
 		s.log.WarnContext(req.Context(), "writing error response", "err", err)

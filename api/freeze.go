@@ -72,9 +72,9 @@ func (s *Server) registerFrozen(reg prometheus.Registerer) error {
 
 // freezeRoutes registers the admin routes of the kill switch.
 func (s *Server) freezeRoutes(e *echo.Echo, adminOnly, idem echo.MiddlewareFunc) {
-	e.GET("/v1/admin/freezes", s.listFreezes, adminOnly)
-	e.PUT("/v1/admin/freezes/:tenant/:target", s.putFreeze, adminOnly, idem)
-	e.DELETE("/v1/admin/freezes/:tenant/:target", s.deleteFreeze, adminOnly, idem)
+	e.GET("/v1/admin/freezes", chain(s.listFreezes, adminOnly))
+	e.PUT("/v1/admin/freezes/:tenant/:target", chain(s.putFreeze, adminOnly, idem))
+	e.DELETE("/v1/admin/freezes/:tenant/:target", chain(s.deleteFreeze, adminOnly, idem))
 }
 
 var errNoKillSwitch = newError(http.StatusNotImplemented, apierror.CodeNotImplemented, "the kill switch is not configured on this server")
@@ -118,12 +118,12 @@ func (s *Server) putFreeze(c echo.Context) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if err := s.kill.Put(ctx, f); err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "kill switch: frozen", "tenant", tenant, "target", target, "actor", f.Actor, "class", f.TargetIsClass())
-	return c.JSON(http.StatusOK, freezeResponse{Freeze: f})
+	return writeJSON(c, http.StatusOK, freezeResponse{Freeze: f})
 }
 
 // deleteFreeze is DELETE /v1/admin/freezes/{tenant}/{target}: idempotent,
@@ -137,7 +137,7 @@ func (s *Server) deleteFreeze(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if err := s.kill.Delete(ctx, tenant, target); err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (s *Server) listFreezes(c echo.Context) error {
 			return err
 		}
 	}
-	all, err := s.kill.Load(c.Request().Context())
+	all, err := s.kill.Load(requestContext(c))
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Server) listFreezes(c echo.Context) error {
 			out = append(out, f)
 		}
 	}
-	return c.JSON(http.StatusOK, freezesResponse{Freezes: out})
+	return writeJSON(c, http.StatusOK, freezesResponse{Freezes: out})
 }
 
 // frozenDesc is reconciler_frozen: one series per frozen tenant and target,

@@ -41,7 +41,7 @@ type healthResponse struct {
 
 // healthz is GET /healthz: 200 while the process serves.
 func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, healthResponse{Status: "ok"})
+	return writeJSON(c, http.StatusOK, healthResponse{Status: "ok"})
 }
 
 // readyz is GET /readyz: 200 when every check passes, 200 "degraded" with
@@ -49,7 +49,7 @@ func (s *Server) healthz(c echo.Context) error {
 // naming the failing checks. Checks run one after another, each bounded by
 // the ready timeout, inside the request: no goroutine outlives it.
 func (s *Server) readyz(c echo.Context) error {
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	var failing []string
 	var degraded, details map[string]string
 	for _, rc := range s.ready {
@@ -77,11 +77,11 @@ func (s *Server) readyz(c echo.Context) error {
 	switch {
 	case len(failing) > 0:
 		c.Response().Header().Set("Retry-After", "1")
-		return c.JSON(http.StatusServiceUnavailable, healthResponse{Status: "not_ready", Failing: failing, Degraded: degraded, Details: details})
+		return writeJSON(c, http.StatusServiceUnavailable, healthResponse{Status: "not_ready", Failing: failing, Degraded: degraded, Details: details})
 	case len(degraded) > 0:
-		return c.JSON(http.StatusOK, healthResponse{Status: "degraded", Degraded: degraded})
+		return writeJSON(c, http.StatusOK, healthResponse{Status: "degraded", Degraded: degraded})
 	}
-	return c.JSON(http.StatusOK, healthResponse{Status: "ready"})
+	return writeJSON(c, http.StatusOK, healthResponse{Status: "ready"})
 }
 
 func (s *Server) runCheck(ctx context.Context, rc ReadyCheck) error {

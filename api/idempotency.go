@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -128,10 +129,28 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		defer s.inFlight.leave(id)
-		i := ledger.Idempotency{Scope: scope, KeyHash: hexString(id.key), Request: hexString(fp), At: s.now()}
-		c.SetRequest(req.WithContext(ledger.WithIdempotency(req.Context(), i)))
+		sums := hexStrings(id.key, fp)
+		i := ledger.Idempotency{Scope: scope, KeyHash: sums[:2*sha256.Size], Request: sums[2*sha256.Size:], At: s.now()}
+		// The key rides in the echo context, not in a copy of the request
+		// (req.WithContext copies the whole http.Request on every keyed
+		// request): the handlers take their context from requestContext.
+		c.Set(idempotencyCtxKey, ledger.WithIdempotency(req.Context(), i))
 		return next(c)
 	}
+}
+
+// idempotencyCtxKey holds, in the echo context, the request's context with
+// its Idempotency-Key (ledger.WithIdempotency).
+const idempotencyCtxKey = "api.idempotency"
+
+// requestContext is the context a handler runs its store calls in: the
+// request's, with its Idempotency-Key when it was sent one. Every handler
+// takes its context here, so none can miss the key.
+func requestContext(c echo.Context) context.Context {
+	if ctx, ok := c.Get(idempotencyCtxKey).(context.Context); ok {
+		return ctx
+	}
+	return c.Request().Context()
 }
 
 // requestFingerprint is the SHA-256 of a request's method, path and body:
@@ -163,9 +182,12 @@ func keySum(v string) [sha256.Size]byte {
 	return sha256.Sum256(buf[:copy(buf[:], v)])
 }
 
-// hexString is sum in lower-case hex, in one allocation.
-func hexString(sum [sha256.Size]byte) string {
-	var buf [2 * sha256.Size]byte
-	hex.Encode(buf[:], sum[:])
+// hexStrings is a and b in lower-case hex, one after the other, in one
+// allocation: the key's hash and the request's fingerprint are kept (or
+// dropped) together.
+func hexStrings(a, b [sha256.Size]byte) string {
+	var buf [4 * sha256.Size]byte
+	hex.Encode(buf[:2*sha256.Size], a[:])
+	hex.Encode(buf[2*sha256.Size:], b[:])
 	return string(buf[:])
 }

@@ -95,28 +95,55 @@ func routeOf(c echo.Context) string {
 // on the process's monotonic clock, not the injected domain clock: it is
 // about this process, not about the rows.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		if err := s.recoverCall(next, c); err != nil {
-			c.Error(err)
-		}
-		elapsed := time.Since(start)
-		status := c.Response().Status
-		route, code := routeOf(c), strconv.Itoa(status)
-		s.metrics.requests.WithLabelValues(route, code).Inc()
-		s.metrics.duration.WithLabelValues(route, code).Observe(elapsed.Seconds())
-		attrs := []any{
-			slog.String("method", c.Request().Method), slog.String("route", route),
-			slog.Int("status", status), slog.Duration("duration", elapsed),
-		}
-		if p := principalOf(c); p.tenant != "" {
-			attrs = append(attrs, slog.String("tenant", p.tenant))
-		} else if p.role == roleAdmin {
-			attrs = append(attrs, slog.Bool("admin", true))
-		}
-		s.log.DebugContext(c.Request().Context(), "http request", attrs...)
+	return func(c echo.Context) error { return s.observed(c, next) }
+}
+
+// observed is observe's work around next (dispatch calls it directly).
+// The request's log line is at debug: its attributes are built only when
+// the logger takes them.
+func (s *Server) observed(c echo.Context, next echo.HandlerFunc) error {
+	start := time.Now()
+	if err := s.recoverCall(next, c); err != nil {
+		c.Error(err)
+	}
+	elapsed := time.Since(start)
+	status := c.Response().Status
+	route, code := routeOf(c), statusCode(status)
+	s.metrics.requests.WithLabelValues(route, code).Inc()
+	s.metrics.duration.WithLabelValues(route, code).Observe(elapsed.Seconds())
+	ctx := requestContext(c)
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
 		return nil
 	}
+	attrs := [5]slog.Attr{
+		slog.String("method", c.Request().Method), slog.String("route", route),
+		slog.Int("status", status), slog.Duration("duration", elapsed),
+	}
+	n := 4
+	if p := principalOf(c); p.tenant != "" {
+		attrs[n], n = slog.String("tenant", p.tenant), n+1
+	} else if p.role == roleAdmin {
+		attrs[n], n = slog.Bool("admin", true), n+1
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "http request", attrs[:n]...)
+	return nil
+}
+
+// statusCodes are the metrics' code labels of the statuses a request can
+// end with, made once: strconv.Itoa allocates for numbers of three digits.
+var statusCodes = func() (codes [600]string) {
+	for i := range codes {
+		codes[i] = strconv.Itoa(i)
+	}
+	return codes
+}()
+
+// statusCode is status as a metrics label.
+func statusCode(status int) string {
+	if status >= 0 && status < len(statusCodes) {
+		return statusCodes[status]
+	}
+	return strconv.Itoa(status)
 }
 
 func (s *Server) recoverCall(next echo.HandlerFunc, c echo.Context) (err error) {

@@ -49,7 +49,7 @@ func (s *Server) redrive(c echo.Context) error {
 			return err
 		}
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	res, err := s.store.RedriveOrphans(ctx)
 	if err != nil {
 		return err
@@ -73,5 +73,5 @@ func (s *Server) redrive(c echo.Context) error {
 	}
 	s.log.InfoContext(ctx, "redrive", "local_ids", res.LocalIDs, "applied_rows", len(res.Rows),
 		"still_parked", res.StillParked, "relay", out.Relay)
-	return c.JSON(http.StatusOK, out)
+	return writeJSON(c, http.StatusOK, out)
 }

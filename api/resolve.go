@@ -52,7 +52,7 @@ func (s *Server) resolve(c echo.Context) error {
 	if hasControl(b.Actor) {
 		return newError(http.StatusBadRequest, apierror.CodeInvalidInput, "actor must not contain control characters")
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, ch, err := s.store.Apply(ctx, b.Tenant, key, ledger.Evidence{
 		Source: ledger.SourceHuman, Status: b.Status, ReceiptID: b.ReceiptID,
 		Actor: b.Actor, Note: b.Note, At: s.now(),
@@ -65,7 +65,7 @@ func (s *Server) resolve(c echo.Context) error {
 	traceRow(ctx, row, tracing.KeySource.String(string(ledger.SourceHuman)))
 	s.log.InfoContext(ctx, "resolved by hand", append(logAttrs(b.Tenant, key, row.RunID),
 		"actor", b.Actor, "status", b.Status, "changed", ch.Changed)...)
-	return c.JSON(http.StatusOK, rowResponse{Row: present(row)})
+	return writeJSON(c, http.StatusOK, rowResponse{Row: present(row)})
 }
 
 func hasControl(s string) bool {

@@ -58,7 +58,7 @@ func (s *Server) outcome(c echo.Context) error {
 	if err := s.bind(c, &b); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, ch, err := s.store.Report(ctx, tenant, key, ledger.Outcome{
 		Kind: b.Kind, HTTPStatus: b.HTTPStatus, ReceiptID: b.ReceiptID, Headers: b.Headers, Attempt: b.Attempt, Result: b.Result,
 		At: s.now(),
@@ -71,7 +71,7 @@ func (s *Server) outcome(c echo.Context) error {
 	traceRow(ctx, row, keyOutcomeKind.String(string(b.Kind)))
 	s.log.InfoContext(ctx, "outcome reported", append(logAttrs(tenant, key, row.RunID),
 		"kind", b.Kind, "http_status", b.HTTPStatus, "status", row.Status)...)
-	return c.JSON(http.StatusOK, rowResponse{Row: present(row)})
+	return writeJSON(c, http.StatusOK, rowResponse{Row: present(row)})
 }
 
 // get is GET /v1/claims/{key}.
@@ -84,11 +84,11 @@ func (s *Server) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.store.Get(c.Request().Context(), tenant, key)
+	row, err := s.store.Get(requestContext(c), tenant, key)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, rowResponse{Row: present(row)})
+	return writeJSON(c, http.StatusOK, rowResponse{Row: present(row)})
 }
 
 // listResponse is a page of rows, newest first.
@@ -126,7 +126,7 @@ func (s *Server) list(c echo.Context) error {
 	if err := lq.Validate(); err != nil {
 		return err
 	}
-	page, err := s.store.List(c.Request().Context(), lq)
+	page, err := s.store.List(requestContext(c), lq)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (s *Server) list(c echo.Context) error {
 	for i := range rows {
 		rows[i] = present(rows[i])
 	}
-	return c.JSON(http.StatusOK, listResponse{Rows: rows, NextCursor: page.NextCursor})
+	return writeJSON(c, http.StatusOK, listResponse{Rows: rows, NextCursor: page.NextCursor})
 }
 
 // checkQuery refuses a query parameter the route does not take, or one

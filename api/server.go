@@ -107,7 +107,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	// TracerProvider receives the API's spans, one per request (tracing.go);
-	// nil: no spans, and Handler is the bare echo.
+	// nil: no spans, and Handler is the echo alone.
 	TracerProvider trace.TracerProvider
 	// Backup serves GET /v1/admin/backup (backup.go); nil answers 501
 	// (PostgreSQL: pg_dump).
@@ -158,9 +158,13 @@ type Server struct {
 	stopWaits chan struct{}
 	stopOnce  sync.Once
 	e         *echo.Echo
-	// handler serves e, inside otelhttp's span when the API traces.
+	// handler serves e (dispatch), inside otelhttp's span when the API
+	// traces.
 	handler http.Handler
 	tracing bool
+	// routed is the server's middleware below observe and the route's
+	// handler, built once (dispatch.go).
+	routed echo.HandlerFunc
 }
 
 //go:embed openapi.yaml
@@ -255,7 +259,8 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s.e = s.routes()
-	s.handler = s.e
+	s.routed = s.belowObserve
+	s.handler = dispatch{s}
 	if s.tracing {
 		s.instrument(o.TracerProvider)
 	}
@@ -295,16 +300,18 @@ func (s *Server) routes() *echo.Echo {
 	decideApprovals := s.authenticate(roleApprover | roleAdmin)
 	// The write routes take an Idempotency-Key (idempotency.go), checked
 	// once the token has named the caller's tenant.
+	// Each route's middleware is applied here, once (chain): echo would
+	// apply it anew on every request.
 	idem := s.idempotent
-	e.POST("/v1/claims", s.claim, tenantOnly, idem)
-	e.GET("/v1/claims", s.list, anyRole)
-	e.GET("/v1/claims/:key", s.get, anyRole)
-	e.POST("/v1/claims/:key/outcome", s.outcome, tenantOnly, idem)
-	e.POST("/v1/claims/:key/compensations", s.compensate, tenantOnly, idem)
-	e.POST("/v1/claims/:key/start", s.start, tenantOnly, idem)
-	e.POST("/v1/claims/:key/resolve", s.resolve, adminOnly, idem)
-	e.POST("/v1/admin/redrive", s.redrive, adminOnly, idem)
-	e.GET("/v1/admin/backup", s.backup, adminOnly)
+	e.POST("/v1/claims", chain(s.claim, tenantOnly, idem))
+	e.GET("/v1/claims", chain(s.list, anyRole))
+	e.GET("/v1/claims/:key", chain(s.get, anyRole))
+	e.POST("/v1/claims/:key/outcome", chain(s.outcome, tenantOnly, idem))
+	e.POST("/v1/claims/:key/compensations", chain(s.compensate, tenantOnly, idem))
+	e.POST("/v1/claims/:key/start", chain(s.start, tenantOnly, idem))
+	e.POST("/v1/claims/:key/resolve", chain(s.resolve, adminOnly, idem))
+	e.POST("/v1/admin/redrive", chain(s.redrive, adminOnly, idem))
+	e.GET("/v1/admin/backup", chain(s.backup, adminOnly))
 	s.freezeRoutes(e, adminOnly, idem)
 	s.toolRoutes(e, tenantOnly, anyRole)
 	s.approvalRoutes(e, readApprovals, decideApprovals, idem)

@@ -63,10 +63,10 @@ var errNoRegistry = newError(http.StatusNotImplemented, apierror.CodeNotImplemen
 // toolRoutes registers the registry's routes: a tenant manages its own
 // tools; an admin token may read a tenant's (?tenant=).
 func (s *Server) toolRoutes(e *echo.Echo, tenantOnly, anyRole echo.MiddlewareFunc) {
-	e.GET("/v1/tools", s.listTools, anyRole)
-	e.GET("/v1/tools/:name", s.getTool, anyRole)
-	e.PUT("/v1/tools/:name", s.putTool, tenantOnly)
-	e.DELETE("/v1/tools/:name", s.deleteTool, tenantOnly)
+	e.GET("/v1/tools", chain(s.listTools, anyRole))
+	e.GET("/v1/tools/:name", chain(s.getTool, anyRole))
+	e.PUT("/v1/tools/:name", chain(s.putTool, tenantOnly))
+	e.DELETE("/v1/tools/:name", chain(s.deleteTool, tenantOnly))
 }
 
 // toolName reads and checks the path's tool name. Tool names have no '%',
@@ -107,7 +107,7 @@ func (s *Server) putTool(c echo.Context) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	stored, changed, err := s.registry.Put(ctx, t)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (s *Server) putTool(c echo.Context) error {
 		s.log.InfoContext(ctx, "tool registered", "tenant", tenant, "tool", name, "version", stored.Version,
 			"class", stored.Class, "autonomy", stored.Autonomy, "effective_autonomy", eff, "reason", reason)
 	}
-	return c.JSON(status, toolResponse{Tool: stored, Changed: changed})
+	return writeJSON(c, status, toolResponse{Tool: stored, Changed: changed})
 }
 
 // getTool is GET /v1/tools/{name}.
@@ -137,11 +137,11 @@ func (s *Server) getTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.registry.Get(c.Request().Context(), tenant, name)
+	t, err := s.registry.Get(requestContext(c), tenant, name)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toolGetResponse{Tool: t})
+	return writeJSON(c, http.StatusOK, toolGetResponse{Tool: t})
 }
 
 // listTools is GET /v1/tools: the tenant's entries, by name.
@@ -153,14 +153,14 @@ func (s *Server) listTools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.registry.List(c.Request().Context(), tenant)
+	list, err := s.registry.List(requestContext(c), tenant)
 	if err != nil {
 		return err
 	}
 	if list == nil {
 		list = []ledger.Tool{}
 	}
-	return c.JSON(http.StatusOK, toolsResponse{Tools: list})
+	return writeJSON(c, http.StatusOK, toolsResponse{Tools: list})
 }
 
 // deleteTool is DELETE /v1/tools/{name}: 204, or 404 when not registered.
@@ -174,7 +174,7 @@ func (s *Server) deleteTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	if err := s.registry.Delete(ctx, tenant, name); err != nil {
 		return err
 	}
@@ -203,6 +203,6 @@ func (s *Server) gate(c echo.Context, b claimBody) (ledger.Gate, error) {
 	if err := t.Check(b.Vendor, b.ToolClass); err != nil {
 		return ledger.Gate{}, err
 	}
-	autonomy, reason := s.registry.Decide(c.Request().Context(), t, b.RunID, b.Intent)
+	autonomy, reason := s.registry.Decide(requestContext(c), t, b.RunID, b.Intent)
 	return ledger.Gate{Autonomy: autonomy, Reason: reason, ApprovalTTL: s.approvalTTL, RequestedBy: p.fp}, nil
 }

@@ -29,7 +29,7 @@ import (
 // (claim, outcome, resolve, approval; METHOD route for the rest) and the
 // handlers add the row's attributes (internal/tracing).
 //
-// Without a TracerProvider none of it runs: Handler is the bare echo, and
+// Without a TracerProvider none of it runs: Handler is the echo alone, and
 // each annotation is one SpanFromContext that finds no span.
 //
 // otelhttp rather than the contrib otelecho middleware: otelecho v0.60.0,
@@ -61,9 +61,9 @@ const (
 	keyStopCode    = attribute.Key("reconciler.code")
 )
 
-// instrument wraps the echo in otelhttp's handler (see above).
+// instrument wraps the handler (dispatch) in otelhttp's (see above).
 func (s *Server) instrument(tp trace.TracerProvider) {
-	s.handler = otelhttp.NewHandler(s.e, "reconciler",
+	s.handler = otelhttp.NewHandler(s.handler, "reconciler",
 		otelhttp.WithTracerProvider(tp),
 		// OpenTelemetry metrics would repeat the Prometheus ones, which are
 		// the contract (§6a); a global meter provider set later must not
@@ -85,18 +85,24 @@ func (s *Server) instrument(tp trace.TracerProvider) {
 // its route (echo's, not the URL: bounded and free of keys).
 func (s *Server) nameSpan(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		span := trace.SpanFromContext(c.Request().Context())
-		if span.IsRecording() {
-			route := routeOf(c)
-			name := c.Request().Method + " " + route
-			if n, ok := spanNames[name]; ok {
-				name = n
-			}
-			span.SetName(name)
-			span.SetAttributes(semconv.HTTPRoute(route))
-		}
+		s.nameSpanOf(c)
 		return next(c)
 	}
+}
+
+// nameSpanOf is nameSpan's work (dispatch calls it directly).
+func (s *Server) nameSpanOf(c echo.Context) {
+	span := trace.SpanFromContext(requestContext(c))
+	if !span.IsRecording() {
+		return
+	}
+	route := routeOf(c)
+	name := c.Request().Method + " " + route
+	if n, ok := spanNames[name]; ok {
+		name = n
+	}
+	span.SetName(name)
+	span.SetAttributes(semconv.HTTPRoute(route))
 }
 
 // traceparentOf is the W3C traceparent of the request's span, which a

@@ -37,7 +37,7 @@ func (s *Server) start(c echo.Context) error {
 			return err
 		}
 	}
-	ctx := c.Request().Context()
+	ctx := requestContext(c)
 	row, err := s.store.Get(ctx, tenant, key)
 	if err != nil {
 		return err
@@ -53,5 +53,5 @@ func (s *Server) start(c echo.Context) error {
 		}
 	}
 	s.recordClaim(ctx, cl.Row, res)
-	return c.JSON(decisionStatus(res), newClaimResponse(res))
+	return writeClaimJSON(c, decisionStatus(res), newClaimResponse(res))
 }

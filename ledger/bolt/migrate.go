@@ -56,6 +56,10 @@ func migrateRows(db *bolt.DB, chunkBytes int, logger *slog.Logger, hook func(str
 	if !pending {
 		return nil
 	}
+	// Said before the first chunk: a large file takes a while (about a
+	// minute per million rows) and the node serves nothing until it is done.
+	logger.Info("bolt: migrating the rows to sequence order (once; an older build refuses the file afterwards)",
+		"schema_version", schemaVersion)
 	start := time.Now()
 	var moved, chunks int
 	for {

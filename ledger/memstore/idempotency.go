@@ -28,23 +28,26 @@ func (t *tx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRecord)
 		t.s.idempotency = map[idempotencyID]ledger.IdempotencyRecord{}
 	}
 	id := idempotencyID{scope, keyHash}
-	prev, had := t.s.idempotency[id]
+	u := idemUndo{id: id}
+	if prev, had := t.s.idempotency[id]; had {
+		u.prev = &prev // a resend's: the first send's record is new
+	}
 	t.s.idempotency[id] = rec
-	t.idemUndo = append(t.idemUndo, idemUndo{id: id, prev: prev, had: had})
+	t.idemUndo = append(t.idemUndo, u)
 	return nil
 }
 
 // idemUndo is the undo step of one PutIdempotency: the record it replaced,
-// or none.
+// or nil. A pointer, not the record: a claim's first send replaces none,
+// and its step is then a fifth of the size.
 type idemUndo struct {
 	id   idempotencyID
-	prev ledger.IdempotencyRecord
-	had  bool
+	prev *ledger.IdempotencyRecord
 }
 
 func (u idemUndo) apply(s *state) {
-	if u.had {
-		s.idempotency[u.id] = u.prev
+	if u.prev != nil {
+		s.idempotency[u.id] = *u.prev
 	} else {
 		delete(s.idempotency, u.id)
 	}
