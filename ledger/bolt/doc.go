@@ -94,7 +94,9 @@
 // an autonomous claim inserts in the caller's goroutine, in parallel with
 // the other callers, and PutRow writes those bytes when the row it is
 // given equals the one encoded (preencode.go; any other row is encoded in
-// the committer). Checks that may refuse a write come before its first
+// the committer). Likewise Ingest reads and decodes the row a delivery
+// joins before queueing, and RowByLocalID uses that decoding only for the
+// very bytes it finds (predecode.go). Checks that may refuse a write come before its first
 // write, so a refused op never rolls its group back.
 //
 // An op that fails after writing (a half-done flow) rolls the transaction

@@ -57,6 +57,9 @@ type layer struct {
 	// writes counts the entries set (for the flush trigger), bytes their size.
 	writes, bytes int
 	last          uint64
+	// bucketWrites counts the entries set per bucket: a group's Get miss
+	// stays a miss until its own bucket is written (overlayBucket.miss).
+	bucketWrites [len(allBuckets)]int
 }
 
 func (l *layer) set(i int, k string, e entry) {
@@ -67,6 +70,7 @@ func (l *layer) set(i int, k string, e entry) {
 	}
 	m.Set(k, e)
 	l.writes++
+	l.bucketWrites[i]++
 	l.bytes += len(k) + len(e.v) + 48
 }
 
@@ -116,10 +120,15 @@ type overlayBucket struct {
 	base   *bolt.Bucket
 	top    *layer
 	// miss is the last key a group's Get found in no layer and not in
-	// bbolt, and missAt the group layer's write count then: until the
-	// group writes again, asking for it again (a claim looks its key and
-	// local id up, then PutRow checks them again) is answered without
-	// the search of every layer and of bbolt's B+tree.
+	// bbolt, and missAt the group layer's write count of this bucket then:
+	// until the group writes to this bucket again, asking for it again (a
+	// claim looks its key and local id up, then PutRow checks them again;
+	// a delivery looks its event id up in the inbox, then writes its row
+	// and outbox record, then PutInbox looks for the id again) is answered
+	// without the search of every layer and of bbolt's B+tree. Only a
+	// write to this bucket in the group's own layer can turn a miss into
+	// a hit: the older layers and bbolt's read transaction do not change
+	// while the group runs.
 	miss   []byte
 	missAt int
 	missOK bool
@@ -137,7 +146,7 @@ func (b *overlayBucket) lookup(k []byte) (entry, bool) {
 }
 
 func (b *overlayBucket) Get(k []byte) []byte {
-	if b.missOK && b.missAt == b.top.writes && bytes.Equal(k, b.miss) {
+	if b.missOK && b.missAt == b.top.bucketWrites[b.i] && bytes.Equal(k, b.miss) {
 		return nil
 	}
 	if e, ok := b.lookup(k); ok {
@@ -148,7 +157,7 @@ func (b *overlayBucket) Get(k []byte) []byte {
 	}
 	v := b.base.Get(k)
 	if v == nil && b.top != nil {
-		b.miss, b.missAt, b.missOK = append(b.miss[:0], k...), b.top.writes, true
+		b.miss, b.missAt, b.missOK = append(b.miss[:0], k...), b.top.bucketWrites[b.i], true
 	}
 	return v
 }

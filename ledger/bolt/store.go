@@ -131,6 +131,9 @@ type Store struct {
 		// preEncoded counts inserts written with the bytes their caller
 		// encoded (preencode.go).
 		preEncoded atomic.Uint64
+		// preDecoded counts joined rows read with the decoding their
+		// caller made (predecode.go).
+		preDecoded atomic.Uint64
 	}
 }
 
@@ -215,10 +218,11 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: remove the replayed write-ahead log: %w", path, err)
 	}
 	s.Flows = ledger.Flows{Policy: opts.Policy, Update: func(ctx context.Context, fn func(ledger.Tx) error) error {
-		pre := preRowFrom(ctx) // a claim's row, encoded by Claim (preencode.go)
+		pre := preRowFrom(ctx)      // a claim's row, encoded by Claim (preencode.go)
+		preRead := preReadFrom(ctx) // a delivery's row, decoded by Ingest (predecode.go)
 		return s.write(ctx, func(tx *boltTx) error {
-			tx.pre = pre
-			defer func() { tx.pre = nil }()
+			tx.pre, tx.preRead = pre, preRead
+			defer func() { tx.pre, tx.preRead = nil, nil }()
 			return fn(tx)
 		})
 	}}

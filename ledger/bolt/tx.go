@@ -30,6 +30,8 @@ type boltTx struct {
 	top    *layer
 	// pre is the row the running op's caller encoded (preencode.go).
 	pre *preRow
+	// preRead is the row the running op's caller read (predecode.go).
+	preRead *preRead
 	// found is the last row rowSeq found (rowindex.go).
 	found foundRow
 }
@@ -95,7 +97,7 @@ func (t *boltTx) RowByLocalID(localID string) (ledger.Row, error) {
 	if v == nil {
 		return ledger.Row{}, fmt.Errorf("local id %s: dangling index entry", localID)
 	}
-	return decodeRow(v)
+	return t.decodeJoined(localID, v)
 }
 
 // TenantsOfKey finds the tenants holding key: a row whose local id derives
