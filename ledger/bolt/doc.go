@@ -45,7 +45,8 @@
 //	idempotency_by_time at ‖ scope \x00 key hash        → (PruneIdempotency is O(pruned); a record written
 //	                                                     again keeps its older entry until the prune)
 //	journal        tenant \x00 key \x00 seq            → ledger.JournalEntry (the row journal, journal.go;
-//	                                                     the newest 100 per row, deleted with the row)
+//	                                                     the newest 100 per row, deleted with the row;
+//	                                                     seq 0 holds the row's entry count)
 //	console_revoked session id                          → until (the console's sign-outs, journal.go)
 //	meta           schema_version                       → "3" (an older file is migrated on open)
 //	               migrating                            → "1" while a schema-2 file's rows are moved

@@ -19,7 +19,7 @@ import (
 // layers like every other write; deleteRow drops a row's entries with it.
 
 var (
-	bucketJournal = []byte("journal")         // tenant \x00 key \x00 be64(seq) → JSON ledger.JournalEntry
+	bucketJournal = []byte("journal")         // tenant \x00 key \x00 be64(seq) → JSON ledger.JournalEntry; be64(0) → be64(count)
 	bucketRevoked = []byte("console_revoked") // session id → be64(until)
 )
 
@@ -47,6 +47,13 @@ func (t *boltTx) journalKeys(tenant, key string) [][]byte {
 
 // AppendJournal implements ledger.JournalTx: the entry under the bucket's
 // next sequence, and the row's oldest entries past MaxJournalPerRow out.
+//
+// The row's entry count lives under its own prefix at sequence 0 (never a
+// NextSequence value), so the trim costs one read and, once the row is
+// full, one seek and one delete — not a walk of its 100 entries on every
+// append, which made a hot row's repeated webhooks the committer's largest
+// cost. A row without a count (written before it existed) is counted by a
+// walk once.
 func (t *boltTx) AppendJournal(e ledger.JournalEntry) error {
 	b := t.bucket(bucketJournal)
 	t.writes++ // before the first write: a failed one may have touched pages
@@ -59,16 +66,40 @@ func (t *boltTx) AppendJournal(e ledger.JournalEntry) error {
 	if err != nil {
 		return fmt.Errorf("append journal: encode: %w", err)
 	}
-	if err := b.Put(appendUint64(journalPrefix(e.Tenant, e.Key), seq), v); err != nil {
+	prefix := slices.Clip(journalPrefix(e.Tenant, e.Key)) // each appendUint64 below its own key
+	if err := b.Put(appendUint64(prefix, seq), v); err != nil {
 		return fmt.Errorf("append journal: %w", err)
 	}
-	keys := t.journalKeys(e.Tenant, e.Key)
-	for _, k := range keys[:max(len(keys)-ledger.MaxJournalPerRow, 0)] {
-		if err := b.Delete(k); err != nil {
+	countKey := appendUint64(prefix, journalCountSeq)
+	var n int
+	if c := b.Get(countKey); len(c) == 8 {
+		n = int(binary.BigEndian.Uint64(c)) + 1
+	} else {
+		n = len(t.journalKeys(e.Tenant, e.Key)) // the new entry included; no count key yet
+	}
+	for ; n > ledger.MaxJournalPerRow; n-- {
+		k, _ := b.Cursor().Seek(appendUint64(prefix, journalCountSeq+1))
+		if k == nil || !bytes.HasPrefix(k, prefix) || len(k) != len(prefix)+8 {
+			return fmt.Errorf("append journal: %s/%s counts %d entries, found fewer", e.Tenant, e.Key, n)
+		}
+		if err := b.Delete(cloneBytes(k)); err != nil {
 			return fmt.Errorf("append journal: drop the oldest: %w", err)
 		}
 	}
+	if err := b.Put(countKey, binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
+		return fmt.Errorf("append journal: count: %w", err)
+	}
 	return nil
+}
+
+// journalCountSeq is the sequence under which a row's prefix holds its
+// entry count (bbolt's NextSequence starts at 1).
+const journalCountSeq = 0
+
+// isJournalCount says whether k, under a row's prefix of length n, is the
+// row's count rather than an entry.
+func isJournalCount(k []byte, n int) bool {
+	return len(k) == n+8 && binary.BigEndian.Uint64(k[n:]) == journalCountSeq
 }
 
 // deleteJournal drops every entry of a row (retention).
@@ -89,6 +120,9 @@ func (s *Store) RowJournal(ctx context.Context, tenant, key string) ([]ledger.Jo
 		prefix := journalPrefix(tenant, key)
 		c := tx.bucket(bucketJournal).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if isJournalCount(k, len(prefix)) {
+				continue
+			}
 			var e ledger.JournalEntry
 			if err := unmarshal(v, &e); err != nil { // copies: v is bbolt's
 				return fmt.Errorf("decode journal entry: %w", err)
