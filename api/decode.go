@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentledger/reconciler/apierror"
+	"github.com/agentledger/reconciler/internal/httpbody"
 )
 
 // readBody reads at most limit bytes of the request body. A longer body is
@@ -29,7 +30,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	if b, ok := req.Body.(*readBodyOnce); ok { // read (and limited) by the Idempotency-Key middleware
 		return b.data, nil
 	}
-	data, err := readUpTo(req.Body, limit+1, req.ContentLength)
+	data, err := httpbody.ReadUpTo(req.Body, limit+1, req.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -41,35 +42,6 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		return nil, tooLarge(limit)
 	}
 	return data, nil
-}
-
-// readUpTo is io.ReadAll(io.LimitReader(r, max)) whose buffer starts at
-// the body's declared length (and a byte, to see a longer one end): a
-// claim's body is read into one allocation of its size, where ReadAll
-// starts at 512 bytes and grows.
-func readUpTo(r io.Reader, max, declared int64) ([]byte, error) {
-	size := int64(512)
-	if declared > 0 {
-		size = min(declared+1, max)
-	}
-	b := make([]byte, 0, size)
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow as ReadAll does
-		}
-		end := min(int64(cap(b)), max)
-		if int64(len(b)) >= end {
-			return b, nil // max bytes read: the caller sees the body is too long
-		}
-		n, err := r.Read(b[len(b):end])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				return b, nil
-			}
-			return b, err
-		}
-	}
 }
 
 // strictQuery refuses a query string that does not parse (a bare "%", a

@@ -87,14 +87,14 @@ internal ledger/postgres ledger
 internal ledger/memstore ledger
 internal ledger/storetest ledger
 internal matcher ledger
-internal webhooks ledger matcher apierror internal/promreg internal/paypaloauth internal/tracing
+internal webhooks ledger matcher apierror internal/httpbody internal/promreg internal/paypaloauth internal/tracing
 internal resolver ledger vendors vendors/presets internal/yamlnode paging internal/promreg internal/paypaloauth internal/tracing internal/durable
 internal events ledger internal/tracing
 internal events/natsserver        # nats-server only: no project package
 internal events/eventsprom internal/promreg
 internal internal/durable ledger
 internal internal/pollcache ledger
-internal api ledger matcher resolver vendors vendors/presets internal/yamlnode apierror internal/promreg internal/tracing
+internal api ledger matcher resolver vendors vendors/presets internal/yamlnode apierror internal/httpbody internal/promreg internal/tracing
 internal freeze ledger internal/pollcache
 internal retention ledger internal/promreg
 internal policy ledger
@@ -104,9 +104,9 @@ internal internal/tracing ledger
 internal registry ledger policy internal/pollcache
 internal client ledger events apierror internal/tracing
 internal mcpgate client ledger events apierror internal/tracing
-internal drill client api apierror events events/natsserver ledger ledger/bolt webhooks matcher resolver vendors vendors/presets internal/yamlnode paging registry policy fixtures internal/promreg internal/paypaloauth internal/tracing internal/durable internal/pollcache
+internal drill client api apierror internal/httpbody events events/natsserver ledger ledger/bolt webhooks matcher resolver vendors vendors/presets internal/yamlnode paging registry policy fixtures internal/promreg internal/paypaloauth internal/tracing internal/durable internal/pollcache
 # The load program (cmd/httpload: flags and the load code).
-internal cmd/httpload api apierror vendors vendors/presets internal/yamlnode events events/natsserver ledger ledger/bolt ledger/postgres internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
+internal cmd/httpload api apierror internal/httpbody vendors vendors/presets internal/yamlnode events events/natsserver ledger ledger/bolt ledger/postgres internal/promreg webhooks matcher fixtures internal/paypaloauth internal/tracing
 # serve's configuration: validators and types, never a store, api or webhooks.
 internal cmd/reconciler/internal/config ledger matcher events resolver vendors vendors/presets paging internal/promreg internal/paypaloauth internal/tracing internal/durable internal/yamlnode
 # Vendor profiles: the ledger's key rules, the shipped presets, the strict YAML walk.
@@ -115,6 +115,8 @@ internal vendors/presets
 # The strict YAML reading that the config file, the tools command and the
 # vendor profiles share.
 internal internal/yamlnode
+# Reading a request body whole (the claim API and webhook ingest).
+internal internal/httpbody
 
 # The test helpers serve _test.go files only: no package's build (go list
 # Deps leaves tests out) may pull one in, the helpers themselves aside.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing/iotest"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/agentledger/reconciler/internal/httpbody"
 )
 
 // TestAckJSONMatchesEcho: the acknowledgement built without reflection is
@@ -79,7 +82,7 @@ func TestReadAllMatchesIOReadAll(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, wantErr := io.ReadAll(tc.r())
-			got, gotErr := readAll(tc.r(), tc.size)
+			got, gotErr := httpbody.ReadUpTo(tc.r(), math.MaxInt64, tc.size)
 			if !bytes.Equal(got, want) || !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) {
 				t.Fatalf("got %d bytes, %v; want %d bytes, %v", len(got), gotErr, len(want), wantErr)
 			}

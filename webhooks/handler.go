@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentledger/reconciler/apierror"
+	"github.com/agentledger/reconciler/internal/httpbody"
 	"github.com/agentledger/reconciler/ledger"
 	"github.com/agentledger/reconciler/matcher"
 )
@@ -573,30 +573,9 @@ func (h *Handler) readBody(c echo.Context) ([]byte, error) {
 	if req.ContentLength > h.limit {
 		return nil, &http.MaxBytesError{Limit: h.limit}
 	}
-	return readAll(http.MaxBytesReader(c.Response().Writer, req.Body, h.limit), req.ContentLength)
-}
-
-// readAll is io.ReadAll with a first buffer of the announced length (plus
-// the byte that meets EOF), so a body the sender sized is read without
-// the copies of growing from 512 bytes. size < 0: unknown.
-func readAll(r io.Reader, size int64) ([]byte, error) {
-	if size < 0 {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, size+1)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // longer than announced: grow
-		}
-	}
+	// MaxBytesReader fails past the cap; ReadUpTo's own bound (one byte
+	// more) is never what stops it.
+	return httpbody.ReadUpTo(http.MaxBytesReader(c.Response().Writer, req.Body, h.limit), h.limit+1, req.ContentLength)
 }
 
 // reject answers a delivery that failed verification or decoding. Nothing

@@ -1,4 +1,4 @@
-package api
+package httpbody
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing/iotest"
 )
 
-// readUpTo must read what io.ReadAll(io.LimitReader(r, max)) reads,
+// ReadUpTo must read what io.ReadAll(io.LimitReader(r, max)) reads,
 // whatever the declared length says, and pass on the reader's errors.
 func TestReadUpTo(t *testing.T) {
 	body := strings.Repeat("x", 700)
@@ -32,7 +32,7 @@ func TestReadUpTo(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want, wantErr := io.ReadAll(io.LimitReader(tc.r(), tc.max))
-			got, err := readUpTo(tc.r(), tc.max, tc.declared)
+			got, err := ReadUpTo(tc.r(), tc.max, tc.declared)
 			if !errors.Is(err, wantErr) {
 				t.Fatalf("err = %v, want %v", err, wantErr)
 			}
