@@ -70,15 +70,7 @@ func (t *pgTx) PutIdempotency(scope, keyHash string, rec ledger.IdempotencyRecor
 	if err != nil {
 		return fmt.Errorf("encode idempotency record: %w", err)
 	}
-	args := []any{scope, keyHash, micros(rec.At), string(doc)}
-	if t.write {
-		t.atCommit = append(t.atCommit, queued{sql: putIdempotencySQL, args: args})
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, putIdempotencySQL, args...); err != nil {
-		return dbErr("put idempotency record", err)
-	}
-	return nil
+	return t.atCommitOrExec("put idempotency record", putIdempotencySQL, scope, keyHash, micros(rec.At), string(doc))
 }
 
 // PruneIdempotency deletes the Idempotency-Key records last written before

@@ -39,18 +39,10 @@ func (t *pgTx) AppendJournal(e ledger.JournalEntry) error {
 	if err != nil {
 		return fmt.Errorf("append journal: encode: %w", err)
 	}
-	args := []any{e.Tenant, e.Key, string(doc), ledger.MaxJournalPerRow - 1}
-	if t.write {
-		// With the COMMIT (atCommit), in the order queued: nothing in a
-		// flow reads the journal, and the row's lock, held until the
-		// COMMIT, keeps a row's appends from interleaving.
-		t.atCommit = append(t.atCommit, queued{sql: appendJournalSQL, args: args})
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, appendJournalSQL, args...); err != nil {
-		return dbErr("append journal", err)
-	}
-	return nil
+	// In a write transaction with the COMMIT, in the order queued: nothing
+	// in a flow reads the journal, and the row's lock, held until the
+	// COMMIT, keeps a row's appends from interleaving.
+	return t.atCommitOrExec("append journal", appendJournalSQL, e.Tenant, e.Key, string(doc), ledger.MaxJournalPerRow-1)
 }
 
 // RowJournal implements ledger.Journals.

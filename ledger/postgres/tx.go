@@ -79,6 +79,20 @@ type queued struct {
 type refusedError struct{ err error }
 
 func (e *refusedError) Error() string { return e.err.Error() }
+
+// atCommitOrExec queues a write that nothing later in the flow reads to
+// go with the COMMIT (atCommit) in a write transaction, and runs it at
+// once otherwise; what names it in an error.
+func (t *pgTx) atCommitOrExec(what, sql string, args ...any) error {
+	if t.write {
+		t.atCommit = append(t.atCommit, queued{sql: sql, args: args})
+		return nil
+	}
+	if _, err := t.q.Exec(t.ctx, sql, args...); err != nil {
+		return dbErr(what, err)
+	}
+	return nil
+}
 func (e *refusedError) Unwrap() error { return e.err }
 
 // result turns a queued statement's failure into the error to return.
@@ -362,16 +376,10 @@ func (t *pgTx) AppendOutbox(e ledger.Event) error {
 		return fmt.Errorf("append outbox: %w", err)
 	}
 	const insert = `INSERT INTO outbox (tenant, key, event) VALUES ($1, $2, $3::jsonb)`
-	args := []any{e.Tenant, e.Key, string(b)}
 	if t.write {
-		t.atCommit = append(t.atCommit, queued{sql: insert, args: args})
-		t.appended = true
-		return nil
+		t.appended = true // the store wakes the relays after the COMMIT
 	}
-	if _, err := t.q.Exec(t.ctx, insert, args...); err != nil {
-		return dbErr("append outbox", err)
-	}
-	return nil
+	return t.atCommitOrExec("append outbox", insert, e.Tenant, e.Key, string(b))
 }
 
 // GetInbox implements ledger.Tx: in a write transaction the event id's
@@ -423,15 +431,7 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 func (t *pgTx) PutInbox(vendor, eventID string, rec ledger.InboxRecord) error {
 	const upsert = `INSERT INTO inbox (vendor, event_id, first_seen, result) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (vendor, event_id) DO UPDATE SET first_seen = EXCLUDED.first_seen, result = EXCLUDED.result`
-	args := []any{vendor, eventID, micros(rec.FirstSeen), string(rec.Result)}
-	if t.write {
-		t.atCommit = append(t.atCommit, queued{sql: upsert, args: args})
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, upsert, args...); err != nil {
-		return dbErr("put inbox", err)
-	}
-	return nil
+	return t.atCommitOrExec("put inbox", upsert, vendor, eventID, micros(rec.FirstSeen), string(rec.Result))
 }
 
 // Orphans implements ledger.Tx: oldest first (by the delivery's time, then
@@ -471,31 +471,16 @@ func (t *pgTx) PutOrphan(d ledger.Delivery) error {
 	}
 	const upsert = `INSERT INTO orphans (local_id, vendor, event_id, at, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)
 		ON CONFLICT (local_id, vendor, event_id) DO UPDATE SET at = EXCLUDED.at, delivery = EXCLUDED.delivery`
-	args := []any{d.LocalID, d.Vendor, d.EventID, micros(d.At), string(b)}
-	if t.write {
-		// With the COMMIT (atCommit): the flow reads nothing after parking
-		// an orphan but what a read's flush brings in front of it.
-		t.atCommit = append(t.atCommit, queued{sql: upsert, args: args})
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, upsert, args...); err != nil {
-		return dbErr("put orphan", err)
-	}
-	return nil
+	// With the COMMIT in a write transaction: the flow reads nothing after
+	// parking an orphan but what a read's flush brings in front of it.
+	return t.atCommitOrExec("put orphan", upsert, d.LocalID, d.Vendor, d.EventID, micros(d.At), string(b))
 }
 
 // DeleteOrphans implements ledger.Tx.
 func (t *pgTx) DeleteOrphans(localID string) error {
-	const del = `DELETE FROM orphans WHERE local_id = $1`
-	if t.write {
-		// With the COMMIT, after the orphans queued before it (PutOrphan).
-		t.atCommit = append(t.atCommit, queued{sql: del, args: []any{localID}})
-		return nil
-	}
-	if _, err := t.q.Exec(t.ctx, del, localID); err != nil {
-		return dbErr("delete orphans", err)
-	}
-	return nil
+	// In a write transaction with the COMMIT, after the orphans queued
+	// before it (PutOrphan).
+	return t.atCommitOrExec("delete orphans", `DELETE FROM orphans WHERE local_id = $1`, localID)
 }
 
 // OrphanLocalIDs implements ledger.Tx, in byte order (COLLATE "C", as the
