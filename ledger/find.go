@@ -1,6 +1,10 @@
 package ledger
 
-import "context"
+import (
+	"context"
+	"slices"
+	"strings"
+)
 
 // FindQuery asks for a tenant's rows by one of the fields nothing else
 // lists them by. Exactly one of LocalID, ReceiptID and ToolCallID is set.
@@ -46,6 +50,22 @@ func (q FindQuery) Match(r Row) bool {
 	default:
 		return r.ToolCallID == q.ToolCallID
 	}
+}
+
+// Answer puts the rows a scan matched in List's order (first_seen_at, then
+// key, both descending) and keeps the first Limit: what every store's
+// FindRows returns, whatever order its scan met them in.
+func (q FindQuery) Answer(rows []Row) []Row {
+	slices.SortFunc(rows, func(a, b Row) int {
+		if c := b.FirstSeenAt.Compare(a.FirstSeenAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Key, a.Key)
+	})
+	if len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+	}
+	return rows
 }
 
 // Found is FindRows' answer. Cut is set when the context's deadline ended a

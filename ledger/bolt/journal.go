@@ -184,15 +184,7 @@ func (s *Store) FindRows(ctx context.Context, q ledger.FindQuery) (ledger.Found,
 	if err != nil {
 		return ledger.Found{}, fmt.Errorf("find rows: %w", err)
 	}
-	slices.SortFunc(f.Rows, func(a, b ledger.Row) int {
-		if c := b.FirstSeenAt.Compare(a.FirstSeenAt); c != 0 {
-			return c
-		}
-		return bytes.Compare([]byte(b.Key), []byte(a.Key))
-	})
-	if len(f.Rows) > q.Limit {
-		f.Rows = f.Rows[:q.Limit]
-	}
+	f.Rows = q.Answer(f.Rows)
 	return f, nil
 }
 

@@ -73,25 +73,8 @@ func (s *Store) FindRows(ctx context.Context, q ledger.FindQuery) (ledger.Found,
 		}
 		return nil
 	})
-	slices.SortFunc(f.Rows, newestFirst)
-	if len(f.Rows) > q.Limit {
-		f.Rows = f.Rows[:q.Limit]
-	}
+	f.Rows = q.Answer(f.Rows)
 	return f, err
-}
-
-// newestFirst is List's order: first_seen_at, then key, descending.
-func newestFirst(a, b ledger.Row) int {
-	if c := b.FirstSeenAt.Compare(a.FirstSeenAt); c != 0 {
-		return c
-	}
-	switch {
-	case a.Key > b.Key:
-		return -1
-	case a.Key < b.Key:
-		return 1
-	}
-	return 0
 }
 
 // RevokeSession implements ledger.Revocations.
