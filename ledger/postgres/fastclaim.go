@@ -26,9 +26,10 @@ import (
 //   - no row under the key or the local id: the row's INSERT … ON CONFLICT
 //     DO NOTHING inserts, or meets a committed (or waits for an in-flight)
 //     row under the primary key, the local id or the approval id and
-//     inserts nothing;
+//     inserts nothing; and the key's advisory lock, taken first, waits for
+//     a locked flow that read the key as missing;
 //   - no Idempotency-Key record: the record's plain INSERT, whose unique
-//     violation aborts the statement;
+//     violation aborts the statement, after the record's advisory lock;
 //   - no parked orphan: NOT EXISTS under the local id's advisory lock,
 //     taken by an earlier statement of the same pipeline (so the check's
 //     snapshot is taken after the lock is granted), the lock a webhook's
@@ -204,7 +205,19 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 	if err != nil {
 		return false, nil //nolint:nilerr // an encoding failure: the locked path reports it
 	}
+	// The locks the locked flow takes for the same reads, in its order
+	// (Idempotency-Key record, key, local id): a locked flow that read one
+	// of them as missing decides on that until its COMMIT, so this insert
+	// waits for it. (Without the key's lock the insert committed in
+	// between, and the locked flow's local-id check then met this row and
+	// answered "local id in use" to a claim of the same key; without the
+	// record's, its upsert overwrote this record. The porcupine check
+	// caught the first.)
 	b := &pgx.Batch{}
+	for _, k := range spec.absentRecord {
+		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockIdempotency), lockID(k[0]+"\x00"+k[1]))
+	}
+	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockRow), lockID(spec.row.Tenant+"\x00"+spec.row.Key))
 	if len(spec.noOrphans) > 0 {
 		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockLocalID), lockID(spec.row.MetadataLocalID))
 	}
@@ -216,8 +229,10 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 	defer conn.Release()
 	var inserted bool
 	br := conn.Conn().SendBatch(ctx, b)
-	if len(spec.noOrphans) > 0 {
-		_, err = br.Exec()
+	for range b.Len() - 1 {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
 	}
 	if err == nil {
 		err = br.QueryRow().Scan(&inserted)

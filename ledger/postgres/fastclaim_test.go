@@ -281,3 +281,109 @@ func TestRowUpdateAtCommit(t *testing.T) {
 		}
 	})
 }
+
+// TestOneStatementWaitsForLockedReads: a new key's one-statement claim
+// waits for a locked flow that read its key (or its Idempotency-Key
+// record) as missing, so what that flow decided on still holds at its
+// COMMIT. It once committed in between, and the locked flow's local-id
+// check then answered "local id in use" to a claim of the same key.
+func TestOneStatementWaitsForLockedReads(t *testing.T) {
+	db := sharedDB(t)
+	ctx := t.Context()
+	claimOf := func(t *testing.T, intent string) ledger.Claim {
+		t.Helper()
+		c, err := ledger.NewClaim(ledger.ClaimRequest{
+			Tenant: "acme", RunID: "run-1", Tool: "stripe.charge", Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+			Intent: json.RawMessage(intent), ReplayWindow: 24 * time.Hour,
+		}, ledger.DefaultPolicy(), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	idem := ledger.Idempotency{Scope: "acme", KeyHash: ledger.IdempotencyKeyHash("wait-" + randHex(8)), Request: "req", At: t0}
+	for _, tc := range []struct {
+		name string
+		// read is the locked flow's read of what the claim is about to
+		// insert; check reads it again before the COMMIT.
+		read, check func(tx *pgTx, c ledger.Claim) error
+		ctx         func(ctx context.Context) context.Context
+		// lock is the advisory lock the claim waits on.
+		lock func(c ledger.Claim) (ns, id int32)
+	}{
+		{
+			name: "the key",
+			read: func(tx *pgTx, c ledger.Claim) error {
+				_, err := tx.GetRow(c.Row.Tenant, c.Row.Key)
+				return err
+			},
+			check: func(tx *pgTx, c ledger.Claim) error {
+				_, err := tx.RowByLocalID(c.Row.MetadataLocalID)
+				return err
+			},
+			ctx:  func(ctx context.Context) context.Context { return ctx },
+			lock: func(c ledger.Claim) (int32, int32) { return lockRow, lockID(c.Row.Tenant + "\x00" + c.Row.Key) },
+		},
+		{
+			name: "the Idempotency-Key record",
+			read: func(tx *pgTx, _ ledger.Claim) error {
+				_, err := tx.GetIdempotency(idem.Scope, idem.KeyHash)
+				return err
+			},
+			check: func(tx *pgTx, _ ledger.Claim) error {
+				_, err := tx.GetIdempotency(idem.Scope, idem.KeyHash)
+				return err
+			},
+			ctx:  func(ctx context.Context) context.Context { return ledger.WithIdempotency(ctx, idem) },
+			lock: func(ledger.Claim) (int32, int32) { return lockIdempotency, lockID(idem.Scope + "\x00" + idem.KeyHash) },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, newSchema(t, db), Options{Policy: ledger.DefaultPolicy()})
+			c := claimOf(t, `{"n":1}`)
+			done := make(chan error, 1)
+			errRollback := errors.New("roll back")
+			err := s.run(ctx, true, func(tx *pgTx) error {
+				if err := tc.read(tx, c); !errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("first read: %v; want ErrNotFound", err)
+				}
+				go func() {
+					_, err := s.Claim(tc.ctx(context.Background()), c)
+					done <- err
+				}()
+				// The claim either waits on the advisory lock this
+				// transaction holds or, wrongly, commits. (pg_locks shows
+				// the cluster's locks: only this one counts.)
+				ns, id := tc.lock(c)
+				for waiting := false; !waiting; {
+					select {
+					case err := <-done:
+						t.Fatalf("the one-statement claim returned (%v) while a locked flow held its read as missing", err)
+					case <-time.After(5 * time.Millisecond):
+					}
+					if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+						WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = ($2::bigint & 4294967295)::oid)`,
+						int64(ns), int64(id)).Scan(&waiting); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tc.check(tx, c); !errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("second read: %v; want ErrNotFound still", err)
+				}
+				return errRollback
+			})
+			if !errors.Is(err, errRollback) {
+				t.Fatalf("locked flow: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the claim after the locked flow: %v", err)
+			}
+			if _, err := s.Get(ctx, "acme", c.Row.Key); err != nil {
+				t.Fatalf("row of the claim: %v", err)
+			}
+			if s.fastInserts.Load() != 1 {
+				t.Fatalf("one-statement claims %d, want 1 (the wait is inside the statement's pipeline)", s.fastInserts.Load())
+			}
+		})
+	}
+}
