@@ -47,8 +47,10 @@
 // makes "nothing there" true at commit — the row's INSERT … ON CONFLICT DO
 // NOTHING (primary key, local id, approval id), the Idempotency-Key
 // record's plain INSERT (a unique violation aborts the statement), and
-// NOT EXISTS on orphans under the local id's advisory lock, taken by a
-// first statement of the same pipeline. Outbox records, NOTIFY and the
+// NOT EXISTS on orphans under the local id's advisory lock, taken by an
+// earlier statement of the same pipeline after the record's and the key's
+// (the locked flow's locks, in its order, so a locked flow that read them
+// as missing keeps its answer to its COMMIT). Outbox records, NOTIFY and the
 // commit marker are inserted from the row's RETURNING. A conflict, or a
 // flow that reads or writes anything else, runs the locked transaction
 // below, where the flow decides on what it reads.
