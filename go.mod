@@ -112,3 +112,8 @@ tool (
 	golang.org/x/vuln/cmd/govulncheck
 	honnef.co/go/tools/cmd/staticcheck
 )
+
+// bbolt v1.4.3 with one local patch: its freelist forgets which transaction
+// allocated a page once no read transaction can need it
+// (third_party/bbolt/PATCHES.md).
+replace go.etcd.io/bbolt => ./third_party/bbolt
