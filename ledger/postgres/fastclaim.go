@@ -213,14 +213,18 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 	// answered "local id in use" to a claim of the same key; without the
 	// record's, its upsert overwrote this record. The porcupine check
 	// caught the first.)
-	b := &pgx.Batch{}
+	// One statement takes them all (a target list is evaluated in order),
+	// before the statement whose snapshot must follow them.
+	var locks lockList
 	for _, k := range spec.absentRecord {
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockIdempotency), lockID(k[0]+"\x00"+k[1]))
+		locks.add(lockIdempotency, k[0]+"\x00"+k[1])
 	}
-	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockRow), lockID(spec.row.Tenant+"\x00"+spec.row.Key))
+	locks.add(lockRow, spec.row.Tenant+"\x00"+spec.row.Key)
 	if len(spec.noOrphans) > 0 {
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockLocalID), lockID(spec.row.MetadataLocalID))
+		locks.add(lockLocalID, spec.row.MetadataLocalID)
 	}
+	b := &pgx.Batch{}
+	b.Queue(locks.sql.String(), locks.args...)
 	b.Queue(sql, args...)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -229,11 +233,7 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 	defer conn.Release()
 	var inserted bool
 	br := conn.Conn().SendBatch(ctx, b)
-	for range b.Len() - 1 {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
-	}
+	_, err = br.Exec()
 	if err == nil {
 		err = br.QueryRow().Scan(&inserted)
 	}
@@ -270,6 +270,23 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 		s.wake()
 	}
 	return true, nil
+}
+
+// lockList builds one SELECT of transaction-scoped advisory locks, taken
+// in the order they were added.
+type lockList struct {
+	sql  strings.Builder
+	args []any
+}
+
+func (l *lockList) add(ns int32, name string) {
+	if len(l.args) == 0 {
+		l.sql.WriteString("SELECT ")
+	} else {
+		l.sql.WriteString(", ")
+	}
+	l.args = append(l.args, ns, lockID(name))
+	fmt.Fprintf(&l.sql, "pg_advisory_xact_lock($%d, $%d)", len(l.args)-1, len(l.args))
 }
 
 // fastInsertSQL is the row's insert in the one statement; $1…$10 are
