@@ -9,7 +9,7 @@ BENCHTIME ?= 2s
 PKGS      := ./...
 PYTHON    ?= python3
 
-.PHONY: run test test-faults test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http bench-events fuzz build docker clean
+.PHONY: run test test-bbolt-patch test-faults test-clients test-python test-typescript lint vet fmt importcheck staticcheck tidy vuln bench bench-http bench-events fuzz build docker clean
 
 run: ## a working single node: bbolt and NATS embedded in ./data, HTTP on 127.0.0.1:8080
 	$(GO) run ./cmd/reconciler serve
@@ -21,7 +21,13 @@ RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 test: ## every test, with the race detector (when cgo is available), shuffled; fuzz seed corpora run too
 	@if [ -z "$(RACE)" ]; then echo "make test: cgo is off (no C compiler?): running without -race; install gcc for the race detector" >&2; fi
 	$(GO) test $(RACE) -count=1 -shuffle=on -timeout 20m $(PKGS)
+	@$(MAKE) --no-print-directory test-bbolt-patch
 	@$(MAKE) --no-print-directory test-clients
+
+# third_party/bbolt is a module of its own, which ./... leaves out: its
+# freelist's tests (both freelist types), the local patch's among them.
+test-bbolt-patch: ## the patched bbolt's freelist tests (third_party/bbolt/PATCHES.md)
+	cd third_party/bbolt && $(GO) test -count=1 ./internal/freelist/ && TEST_FREELIST_TYPE=hashmap $(GO) test -count=1 ./internal/freelist/
 
 # The fault tests (e2e/replicas: a replica SIGKILLed, mid-run and while its
 # resolver holds leased rows; the database stopped under load; a NATS node,
