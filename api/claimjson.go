@@ -85,31 +85,32 @@ var rowJSONFields = []string{
 
 func appendRowJSON(b []byte, r *ledger.Row) ([]byte, error) {
 	var err error
+	// key appends the separator and a member's name, which the three below
+	// share.
+	key := func(name string) {
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+	}
 	str := func(name, s string, omitEmpty bool) {
 		if omitEmpty && s == "" {
 			return
 		}
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
+		key(name)
 		b = appendJSONString(b, s)
 	}
 	tm := func(name string, t time.Time, omitZero bool) {
 		if err != nil || omitZero && t.IsZero() {
 			return
 		}
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
+		key(name)
 		b, err = appendJSONTime(b, t)
 	}
 	nested := func(name string, v any) {
 		if err != nil {
 			return
 		}
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
+		key(name)
 		b, err = appendMarshal(b, v)
 	}
 	b = append(b, `{"tenant":`...)

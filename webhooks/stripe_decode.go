@@ -174,38 +174,38 @@ func (s *stripeScanner) wrongKind() error {
 	return errWrongKind
 }
 
-// str reads a string field; a nil dst checks the kind and keeps nothing.
-func (s *stripeScanner) str(dst *string) error {
+// optString reads a string field: ok false for null, errWrongKind for any
+// other kind of value.
+func (s *stripeScanner) optString() (v []byte, ok bool, err error) {
 	raw, err := s.dec.ReadValue()
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	switch raw.Kind() {
 	case 'n':
-		return nil
+		return nil, false, nil
 	case '"':
-		if dst != nil {
-			*dst = string(unquote(raw))
-		}
-		return nil
+		return unquote(raw), true, nil
 	}
-	return errWrongKind
+	return nil, false, errWrongKind
+}
+
+// str reads a string field; a nil dst checks the kind and keeps nothing.
+func (s *stripeScanner) str(dst *string) error {
+	v, ok, err := s.optString()
+	if ok && dst != nil {
+		*dst = string(v)
+	}
+	return err
 }
 
 // kind reads a string field only to know whether it is want.
 func (s *stripeScanner) kind(is *bool, want string) error {
-	raw, err := s.dec.ReadValue()
-	if err != nil {
-		return err
+	v, ok, err := s.optString()
+	if ok {
+		*is = string(v) == want
 	}
-	switch raw.Kind() {
-	case 'n':
-		return nil
-	case '"':
-		*is = string(unquote(raw)) == want
-		return nil
-	}
-	return errWrongKind
+	return err
 }
 
 // rawString is a raw member read as rawString does: a string's value, or
