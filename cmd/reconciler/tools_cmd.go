@@ -675,7 +675,7 @@ func (d *toolsDecoder) decode(n *yaml.Node, v reflect.Value, path string, line i
 		}
 		at, err := time.Parse(time.RFC3339Nano, n.Value)
 		if err != nil {
-			d.fail(line, path, "%q: want an RFC 3339 time such as 2026-01-15T10:00:00Z", truncateText(n.Value, 40))
+			d.fail(line, path, "%q: want an RFC 3339 time such as 2026-01-15T10:00:00Z", yamlnode.Truncate(n.Value, 40))
 			return
 		}
 		v.Set(reflect.ValueOf(at))
@@ -695,7 +695,7 @@ func (d *toolsDecoder) decode(n *yaml.Node, v reflect.Value, path string, line i
 		}
 		b, err := strconv.ParseBool(strings.ToLower(n.Value))
 		if err != nil {
-			d.fail(line, path, "want true or false, got %q", truncateText(n.Value, 40))
+			d.fail(line, path, "want true or false, got %q", yamlnode.Truncate(n.Value, 40))
 			return
 		}
 		v.SetBool(b)
@@ -777,21 +777,11 @@ func toolsKind(n *yaml.Node) string {
 		case "!!null":
 			return "nothing"
 		case "!!str":
-			return strconv.Quote(truncateText(n.Value, 40))
+			return strconv.Quote(yamlnode.Truncate(n.Value, 40))
 		}
-		return truncateText(n.Value, 40)
+		return yamlnode.Truncate(n.Value, 40)
 	case yaml.AliasNode:
 		return "an alias"
 	}
 	return "a document"
-}
-
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xc0 == 0x80 { // not inside a UTF-8 sequence
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -24,11 +24,15 @@ func MapPath(path, key string) string {
 	return path + "[" + strconv.Quote(key) + "]"
 }
 
-// Truncate shortens s to n bytes and marks the cut, for quoting a value
-// the user wrote in an error message.
+// Truncate shortens s to at most n bytes and marks the cut, for quoting a
+// value the user wrote in an error message; the cut never splits a UTF-8
+// sequence.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 { // not inside a UTF-8 sequence
+		n--
 	}
 	return s[:n] + "…"
 }

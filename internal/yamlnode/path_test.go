@@ -23,4 +23,8 @@ func TestPaths(t *testing.T) {
 	if got := Truncate("abc", 3); got != "abc" {
 		t.Errorf("Truncate = %q", got)
 	}
+	// "é" is two bytes: a cut after its first would leave invalid UTF-8.
+	if got := Truncate("aéb", 2); got != "a…" {
+		t.Errorf("Truncate = %q, want the cut before the split sequence", got)
+	}
 }
