@@ -28,7 +28,7 @@ var claimJSONBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); retu
 // writeClaimJSON answers a claim (writeJSON's contract: a request with a
 // query goes through c.JSON, which honours ?pretty).
 func writeClaimJSON(c echo.Context, code int, v claimResponse) error {
-	if c.Request().URL.RawQuery != "" || c.Echo().Debug {
+	if viaEchoJSON(c) {
 		return c.JSON(code, v)
 	}
 	bp := claimJSONBufs.Get().(*[]byte)
@@ -38,12 +38,7 @@ func writeClaimJSON(c echo.Context, code int, v claimResponse) error {
 		return writeJSON(c, code, v) // encoding/json's own error, as before
 	}
 	*bp = b
-	res := c.Response()
-	if h := res.Header(); h.Get(echo.HeaderContentType) == "" {
-		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	}
-	res.Status = code
-	_, err = res.Write(b)
+	_, err = startJSON(c, code).Write(b)
 	return err
 }
 
