@@ -30,7 +30,7 @@ func (t *pgTx) GetIdempotency(scope, keyHash string) (ledger.IdempotencyRecord, 
 	}
 	if t.write {
 		b := &pgx.Batch{}
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockIdempotency), lockID(scope+"\x00"+keyHash))
+		queueLock(b, lockIdempotency, scope+"\x00"+keyHash)
 		b.Queue(q, scope, keyHash)
 		br := t.q.SendBatch(t.ctx, b)
 		if _, err := br.Exec(); err != nil {

@@ -86,11 +86,11 @@ func (t *pgTx) loadPrefetch() error {
 	}
 	b := &pgx.Batch{}
 	for _, n := range names {
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockInbox), lockID(n[0]+"\x00"+n[1]))
+		queueLock(b, lockInbox, n[0]+"\x00"+n[1])
 		b.Queue(inboxSQL, n[0], n[1])
 	}
 	if p.readsRow() {
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockLocalID), lockID(p.d.LocalID))
+		queueLock(b, lockLocalID, p.d.LocalID)
 		b.Queue(`SELECT doc FROM rows WHERE metadata_local_id = $1 FOR UPDATE`, p.d.LocalID)
 	}
 	br := t.q.SendBatch(t.ctx, b)

@@ -78,7 +78,7 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time, rows []ledg
 			if !ledger.Expired(r, cutoff) {
 				continue
 			}
-			b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, lockRow, lockID(r.Tenant+"\x00"+r.Key))
+			queueLock(b, lockRow, r.Tenant+"\x00"+r.Key)
 			b.Queue(`WITH d AS (
 					DELETE FROM rows r WHERE tenant = $1 AND key = $2 AND status = $3
 						AND doc->'row'->'updated_at' = to_jsonb($4::text)

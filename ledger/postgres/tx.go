@@ -139,6 +139,12 @@ func (t *pgTx) flush() error {
 
 var _ ledger.Tx = (*pgTx)(nil)
 
+// queueLock queues the transaction-scoped advisory lock on name in
+// namespace ns (one of the lock* constants) into b.
+func queueLock(b *pgx.Batch, ns int32, name string) {
+	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name))
+}
+
 func lockID(name string) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(name))
@@ -157,7 +163,7 @@ func (t *pgTx) lockedRow(op string, ns int32, name, sql string, args ...any) (le
 		return ledger.Row{}, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, ns, lockID(name))
+	queueLock(b, ns, name)
 	b.Queue(sql+" FOR UPDATE", args...)
 	br := t.q.SendBatch(t.ctx, b)
 	if _, err := br.Exec(); err != nil {
@@ -399,7 +405,7 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 	}
 	if t.write {
 		b := &pgx.Batch{}
-		b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, int32(lockInbox), lockID(vendor+"\x00"+eventID))
+		queueLock(b, lockInbox, vendor+"\x00"+eventID)
 		b.Queue(q, vendor, eventID)
 		br := t.q.SendBatch(t.ctx, b)
 		if _, err := br.Exec(); err != nil {
