@@ -19,11 +19,11 @@ var (
 )
 
 // A new key's claim is one statement in an implicit transaction
-// (fastclaim.go): its text inserts the marker from the row's RETURNING,
-// and its answer ("SELECT 1") is flushed with the ReadyForQuery that
-// follows the implicit COMMIT.
+// (fastclaim.go): a call of recon_claim_new, which inserts the marker once
+// the row is in, and its answer ("SELECT 1") is flushed with the
+// ReadyForQuery that follows the implicit COMMIT.
 var (
-	fastQuery = []byte("INTO commit_markers (id) SELECT")
+	fastQuery = []byte("SELECT recon_claim_new(")
 	fastDone  = []byte("C\x00\x00\x00\x0dSELECT 1\x00")
 )
 

@@ -43,15 +43,15 @@
 // A claim of a new key, the common case, is one round trip (fastclaim.go):
 // the ledger's claim flow runs against a speculative Tx (specTx) that
 // answers every read "nothing there" and records the writes, which then go
-// as one statement (a CTE) in an implicit transaction, each guarded by what
-// makes "nothing there" true at commit — the row's INSERT … ON CONFLICT DO
-// NOTHING (primary key, local id, approval id), the Idempotency-Key
-// record's plain INSERT (a unique violation aborts the statement), and
-// NOT EXISTS on orphans under the local id's advisory lock, taken by an
-// earlier statement of the same pipeline after the record's and the key's
-// (the locked flow's locks, in its order, so a locked flow that read them
-// as missing keeps its answer to its COMMIT). Outbox records, NOTIFY and the
-// commit marker are inserted from the row's RETURNING. A conflict, or a
+// as one call of a server function (recon_claim_new, migration 0009) in an
+// implicit transaction, each guarded by what makes "nothing there" true at
+// commit — the row's INSERT … ON CONFLICT DO NOTHING (primary key, local
+// id, approval id), the Idempotency-Key record's plain INSERT (a unique
+// violation aborts the transaction), and an orphan check made once the
+// local id's advisory lock is granted, taken after the record's and the
+// key's (the locked flow's locks, in its order, so a locked flow that read
+// them as missing keeps its answer to its COMMIT). Outbox records and the
+// commit marker are inserted only once the row is in. A conflict, or a
 // flow that reads or writes anything else, runs the locked transaction
 // below, where the flow decides on what it reads.
 //

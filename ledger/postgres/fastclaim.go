@@ -5,11 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentledger/reconciler/ledger"
 )
@@ -20,8 +16,9 @@ import (
 // writes that follow (the row, its outbox records, the key's record) are
 // known before anything is read. So Claim first runs the ledger's own claim
 // flow against a speculative Tx (specTx) that answers every read with
-// "nothing" and records the writes, then sends those writes in one round
-// trip, each guarded by what makes the "nothing" true at commit:
+// "nothing" and records the writes, then sends those writes as one call of
+// recon_claim_new (migrations/0009_fast_claim.sql) in an implicit
+// transaction, each guarded by what makes the "nothing" true at commit:
 //
 //   - no row under the key or the local id: the row's INSERT … ON CONFLICT
 //     DO NOTHING inserts, or meets a committed (or waits for an in-flight)
@@ -29,26 +26,29 @@ import (
 //     inserts nothing; and the key's advisory lock, taken first, waits for
 //     a locked flow that read the key as missing;
 //   - no Idempotency-Key record: the record's plain INSERT, whose unique
-//     violation aborts the statement, after the record's advisory lock;
-//   - no parked orphan: NOT EXISTS under the local id's advisory lock,
-//     taken by an earlier statement of the same pipeline (so the check's
-//     snapshot is taken after the lock is granted), the lock a webhook's
-//     RowByLocalID takes before it reads the row and parks an orphan — so a
-//     webhook racing the claim either joins the new row or parks an orphan
-//     the claim sees.
+//     violation aborts the transaction, after the record's advisory lock;
+//   - no parked orphan: an EXISTS check after the local id's advisory lock
+//     is granted, as a statement of its own inside the function (a
+//     VOLATILE function's statements each take a new snapshot under READ
+//     COMMITTED, so the check sees an orphan committed while the call
+//     waited), the lock a webhook's RowByLocalID takes before it reads the
+//     row and parks an orphan — so a webhook racing the claim either joins
+//     the new row or parks an orphan the claim sees.
 //
-// Every write after the row's reads the row's INSERT … RETURNING, so the
-// statement writes all or nothing. (Its outbox records wake the relays
-// after the commit, as every transaction's do: Store.wake.) The pipeline (lock, statement) runs in
-// one implicit transaction. Anything else — the row (or a record) was
-// there, the flow read or wrote something the speculation does not cover,
-// the flow failed — runs the ordinary locked transaction (Store.run), where
-// the flow decides on what it reads: only a conflict pays for the locks.
+// The function writes the rest only once the row is in, so the call writes
+// all or nothing. (Its outbox records wake the relays after the commit, as
+// every transaction's do: Store.wake.) It was a pipeline of a lock SELECT
+// and a CTE; one call of a function the server plans once per session is
+// the same round trip with one statement to bind. Anything else — the row
+// (or a record) was there, the flow read or wrote something the
+// speculation does not cover, the flow failed — runs the ordinary locked
+// transaction (Store.run), where the flow decides on what it reads: only a
+// conflict pays for the locks.
 //
-// The statement also inserts the transaction's commit marker (plainly, from
-// the row's RETURNING), so a statement whose answer was lost is settled as
-// a COMMIT's is (settleCommit): committed, the speculative answer stands;
-// not, the claim runs again as a locked transaction.
+// The call also inserts the transaction's commit marker, so a call whose
+// answer was lost is settled as a COMMIT's is (settleCommit): committed,
+// the speculative answer stands; not, the claim runs again as a locked
+// transaction.
 
 // errNotFast ends a speculation the one statement cannot cover.
 var errNotFast = errors.New("not a new key")
@@ -201,45 +201,17 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 		return false, nil
 	}
 	marker := newMarker()
-	sql, args, err := spec.statement(marker)
+	args, err := spec.arguments(marker)
 	if err != nil {
 		return false, nil //nolint:nilerr // an encoding failure: the locked path reports it
 	}
-	// The locks the locked flow takes for the same reads, in its order
-	// (Idempotency-Key record, key, local id): a locked flow that read one
-	// of them as missing decides on that until its COMMIT, so this insert
-	// waits for it. (Without the key's lock the insert committed in
-	// between, and the locked flow's local-id check then met this row and
-	// answered "local id in use" to a claim of the same key; without the
-	// record's, its upsert overwrote this record. The porcupine check
-	// caught the first.)
-	// One statement takes them all (a target list is evaluated in order),
-	// before the statement whose snapshot must follow them.
-	var locks lockList
-	for _, k := range spec.absentRecord {
-		locks.add(lockIdempotency, k[0]+"\x00"+k[1])
-	}
-	locks.add(lockRow, spec.row.Tenant+"\x00"+spec.row.Key)
-	if len(spec.noOrphans) > 0 {
-		locks.add(lockLocalID, spec.row.MetadataLocalID)
-	}
-	b := &pgx.Batch{}
-	b.Queue(locks.sql.String(), locks.args...)
-	b.Queue(sql, args...)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, nil //nolint:nilerr // nothing was sent: the locked path retries and reports
 	}
 	defer conn.Release()
 	var inserted bool
-	br := conn.Conn().SendBatch(ctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(&inserted)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err = conn.QueryRow(ctx, claimNewSQL, args...).Scan(&inserted)
 	switch {
 	case err == nil && !inserted:
 		// Someone's row (or orphan) was there: nothing was written.
@@ -272,69 +244,66 @@ func (s *Store) tryInsert(ctx context.Context, fn func(ledger.Tx) error) (done b
 	return true, nil
 }
 
-// lockList builds one SELECT of transaction-scoped advisory locks, taken
-// in the order they were added.
-type lockList struct {
-	sql  strings.Builder
-	args []any
-}
+// claimNewSQL calls the one statement (migrations/0009_fast_claim.sql);
+// its arguments are arguments' in order.
+const claimNewSQL = `SELECT recon_claim_new($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 
-func (l *lockList) add(ns int32, name string) {
-	if len(l.args) == 0 {
-		l.sql.WriteString("SELECT ")
-	} else {
-		l.sql.WriteString(", ")
+// arguments are the one statement's: the locks the locked flow takes for
+// the same reads, in its order (Idempotency-Key record, key, local id) — a
+// locked flow that read one of them as missing decides on that until its
+// COMMIT, so this insert waits for it (without the key's lock the insert
+// committed in between, and the locked flow's local-id check then met this
+// row and answered "local id in use" to a claim of the same key; without
+// the record's, its upsert overwrote this record; the porcupine check
+// caught the first) — then the row's columns, whether to check for a
+// parked orphan, the outbox records, the Idempotency-Key records and the
+// commit marker.
+func (t *specTx) arguments(marker string) ([]any, error) {
+	var lockNS, lockIDs []int32
+	lock := func(ns int32, name string) {
+		lockNS, lockIDs = append(lockNS, ns), append(lockIDs, lockID(name))
 	}
-	l.args = append(l.args, ns, lockID(name))
-	fmt.Fprintf(&l.sql, "pg_advisory_xact_lock($%d, $%d)", len(l.args)-1, len(l.args))
-}
-
-// fastInsertSQL is the row's insert in the one statement; $1…$10 are
-// PutRow's arguments, cast because an INSERT … SELECT does not infer them.
-const fastInsertSQL = `INSERT INTO rows (tenant, key, metadata_local_id, status, run_id, first_seen_at, next_check_at, doc,
-		approval_id, approval_expires_at)
-	SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::timestamptz, $8::jsonb, $9::text, $10::timestamptz`
-
-// statement builds the one statement and its arguments.
-func (t *specTx) statement(marker string) (string, []any, error) {
-	args, err := rowArgs(*t.row)
-	if err != nil {
-		return "", nil, err
+	for _, k := range t.absentRecord {
+		lock(lockIdempotency, k[0]+"\x00"+k[1])
 	}
-	var q strings.Builder
-	q.WriteString("WITH r AS (")
-	q.WriteString(fastInsertSQL)
+	lock(lockRow, t.row.Tenant+"\x00"+t.row.Key)
 	if len(t.noOrphans) > 0 {
-		q.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM orphans WHERE local_id = $3)")
+		lock(lockLocalID, t.row.MetadataLocalID)
 	}
-	q.WriteString(" ON CONFLICT DO NOTHING RETURNING 1)")
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+	row, err := rowArgs(*t.row)
+	if err != nil {
+		return nil, err
 	}
-	if len(t.events) > 0 {
-		tenants, keys, docs := make([]string, len(t.events)), make([]string, len(t.events)), make([]string, len(t.events))
+	// Empty lists go as NULL: an array's encoding is most of a parameter's
+	// cost, and a claim usually has no event and no record.
+	evTenants, evKeys, evDocs := any(nil), any(nil), any(nil)
+	if n := len(t.events); n > 0 {
+		tenants, keys, docs := make([]string, n), make([]string, n), make([]string, n)
 		for i, e := range t.events {
 			b, err := json.Marshal(e)
 			if err != nil {
-				return "", nil, fmt.Errorf("append outbox: %w", err)
+				return nil, fmt.Errorf("append outbox: %w", err)
 			}
 			tenants[i], keys[i], docs[i] = e.Tenant, e.Key, string(b)
 		}
-		fmt.Fprintf(&q, `, o AS (INSERT INTO outbox (tenant, key, event)
-			SELECT u.t, u.k, u.e::jsonb FROM r, unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS u(t, k, e, n) ORDER BY u.n)`,
-			param(tenants), param(keys), param(docs))
+		evTenants, evKeys, evDocs = tenants, keys, docs
 	}
-	for i, r := range t.records {
-		doc, err := json.Marshal(r.rec)
-		if err != nil {
-			return "", nil, fmt.Errorf("encode idempotency record: %w", err)
+	recScopes, recHashes, recAts, recDocs := any(nil), any(nil), any(nil), any(nil)
+	if n := len(t.records); n > 0 {
+		scopes, hashes, ats, docs := make([]string, n), make([]string, n), make([]time.Time, n), make([]string, n)
+		for i, r := range t.records {
+			doc, err := json.Marshal(r.rec)
+			if err != nil {
+				return nil, fmt.Errorf("encode idempotency record: %w", err)
+			}
+			scopes[i], hashes[i], ats[i], docs[i] = r.scope, r.hash, micros(r.rec.At), string(doc)
 		}
-		fmt.Fprintf(&q, `, i%d AS (INSERT INTO idempotency (scope, key_hash, at, rec) SELECT %s::text, %s::text, %s::timestamptz, %s::jsonb FROM r)`,
-			i, param(r.scope), param(r.hash), param(micros(r.rec.At)), param(string(doc)))
+		recScopes, recHashes, recAts, recDocs = scopes, hashes, ats, docs
 	}
-	fmt.Fprintf(&q, `, m AS (INSERT INTO commit_markers (id) SELECT %s::text FROM r) SELECT EXISTS (SELECT 1 FROM r)`, param(marker))
-	return q.String(), args, nil
+	args := make([]any, 0, 21)
+	args = append(args, lockNS, lockIDs)
+	args = append(args, row...)
+	return append(args, len(t.noOrphans) > 0, evTenants, evKeys, evDocs, recScopes, recHashes, recAts, recDocs, marker), nil
 }
 
 // rowArgs are a row's INSERT/UPDATE arguments: the key, the indexed

@@ -387,3 +387,58 @@ func TestOneStatementWaitsForLockedReads(t *testing.T) {
 		})
 	}
 }
+
+// TestOneStatementSeesAnOrphanParkedWhileItWaits: a webhook's locked flow
+// holds the local id's lock, finds no row and parks an orphan; the
+// one-statement claim of that local id waits on the lock, and its orphan
+// check, made once the lock is granted, must see the orphan the webhook
+// committed meanwhile (a check on a snapshot taken before the wait would
+// not, and the row would go in with the orphan stranded beside it).
+func TestOneStatementSeesAnOrphanParkedWhileItWaits(t *testing.T) {
+	ctx := t.Context()
+	s := openStore(t, newSchema(t, sharedDB(t)), Options{Policy: ledger.DefaultPolicy()})
+	c, err := ledger.NewClaim(ledger.ClaimRequest{
+		Tenant: "acme", RunID: "run-1", Tool: "stripe.charge", Vendor: "stripe", ToolClass: ledger.ClassWriteIdempotent,
+		Intent: json.RawMessage(`{"n":1}`), ReplayWindow: 24 * time.Hour,
+	}, ledger.DefaultPolicy(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan ledger.ClaimResult, 1)
+	err = s.run(ctx, true, func(tx *pgTx) error {
+		if _, err := tx.RowByLocalID(c.Row.MetadataLocalID); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("webhook's read: %v; want ErrNotFound", err)
+		}
+		go func() {
+			res, err := s.Claim(context.Background(), c)
+			if err != nil {
+				t.Errorf("claim: %v", err)
+			}
+			done <- res
+		}()
+		for waiting := false; !waiting; {
+			select {
+			case res := <-done:
+				t.Fatalf("the claim returned (%s) while the webhook held its local id", res.Decision)
+			case <-time.After(5 * time.Millisecond):
+			}
+			if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+				WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = ($2::bigint & 4294967295)::oid)`,
+				int64(lockLocalID), int64(lockID(c.Row.MetadataLocalID))).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tx.PutOrphan(ledger.Delivery{Tenant: "acme", Vendor: "stripe", EventID: "evt_meanwhile", LocalID: c.Row.MetadataLocalID,
+			Evidence: ledger.Evidence{Source: ledger.SourceWebhook, Status: ledger.StatusSucceeded, ReceiptID: "ch_1", At: t0}, At: t0})
+	})
+	if err != nil {
+		t.Fatalf("webhook: %v", err)
+	}
+	res := <-done
+	if res.Decision != ledger.DecisionReplay || res.Row.Status != ledger.StatusSucceeded {
+		t.Fatalf("claim: %s %s; want the orphan parked meanwhile applied (replay, succeeded)", res.Decision, res.Row.Status)
+	}
+	if s.fastInserts.Load() != 0 || s.fastMisses.Load() != 1 {
+		t.Fatalf("one-statement claims %d, misses %d; want 0, 1", s.fastInserts.Load(), s.fastMisses.Load())
+	}
+}
