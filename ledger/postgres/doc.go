@@ -21,7 +21,8 @@
 //	         first_seen_at, next_check_at. Indexes: key (joins on an echoed
 //	         key), (next_check_at, tenant, key) WHERE status IN
 //	         ('pending','unknown') (due rows), (tenant, first_seen_at DESC,
-//	         key DESC) (List); approval_id UNIQUE and approval_expires_at
+//	         key DESC) (List); approval_id (UNIQUE where set: a partial
+//	         index, migration 0010) and approval_expires_at
 //	         (set while the approval is open) with partial indexes
 //	         (approval_expires_at, tenant, key) (the expiry job) and
 //	         (tenant, approval_expires_at, key) (GET /v1/approvals).
@@ -102,7 +103,8 @@
 // The Idempotency-Key records (ledger.IdempotencyTx) are the idempotency
 // table, locked per key with an advisory lock as rows are;
 // PruneIdempotency deletes them, and the commit markers older than ten
-// minutes.
+// minutes (found through a BRIN index on their time; a marker's id begins
+// with its time, so its primary key grows at one end).
 //
 // The row journal (ledger.JournalTx) is the row_journal table of
 // migration 0008: an append inserts the entry and deletes the row's entries
