@@ -77,6 +77,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	// RequestTimeout bounds one HTTP request.
 	RequestTimeout time.Duration
+	// IdempotencyKey sends an Idempotency-Key header, a new value each,
+	// with every claim to the real target (claim mode; issue 34).
+	IdempotencyKey bool
 	// SkipBare measures only the real target (webhook mode: the durable
 	// route) for profiling it alone; the ratio is then absent.
 	SkipBare bool

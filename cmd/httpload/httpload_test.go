@@ -30,10 +30,15 @@ func TestRunSmall(t *testing.T) {
 		rounds int
 		lag    time.Duration // 0: no phase 2
 		unsafe bool
+		// idem: every claim carries an Idempotency-Key; a value reused
+		// across workers or rounds would meet another body: a 422, an
+		// error in the report.
+		idem bool
 	}{
 		{name: "bare then real, then relay lag", rounds: 1, lag: 500 * time.Millisecond},
 		{name: "two alternating rounds, no phase 2", rounds: 2},
 		{name: "unsafe-nosync gives figures but no verdict", rounds: 1, unsafe: true},
+		{name: "claims with an Idempotency-Key", rounds: 2, idem: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,6 +54,7 @@ func TestRunSmall(t *testing.T) {
 			cfg.RequestTimeout = 10 * time.Second
 			cfg.Dir = dir
 			cfg.UnsafeNoSync = tt.unsafe
+			cfg.IdempotencyKey = tt.idem
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

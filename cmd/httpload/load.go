@@ -49,6 +49,10 @@ type worker struct {
 	buf    bytes.Buffer
 	// stripeSig, when set, is sent as the Stripe-Signature header.
 	stripeSig string
+	// idemPrefix, when set, starts an Idempotency-Key sent with every
+	// request, whose value ends with idemN, counted per request.
+	idemPrefix string
+	idemN      int
 	// next is the webhook prepared for the next iteration (see phaseSpec.prep).
 	next delivery
 }
@@ -67,6 +71,10 @@ func (w *worker) post(ctx context.Context, path string, body []byte, want int, o
 	}
 	if w.stripeSig != "" {
 		req.Header.Set("Stripe-Signature", w.stripeSig)
+	}
+	if w.idemPrefix != "" {
+		w.idemN++
+		req.Header.Set("Idempotency-Key", w.idemPrefix+strconv.Itoa(w.idemN))
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
@@ -140,6 +148,9 @@ type phaseSpec struct {
 	limit    rate.Limit // 0: unlimited
 	now      func() time.Time
 	iter     iteration
+	// idemKey sends an Idempotency-Key with each request, a new value
+	// each (issue 34: what the header costs a claim).
+	idemKey bool
 	// prep, when set, runs before each iteration outside its timing (the
 	// client signing a webhook, which is not the server's cost). errStop
 	// ends the worker; another error counts as a failed iteration.
@@ -216,6 +227,10 @@ func drive(ctx context.Context, spec phaseSpec) phaseResult {
 		go func() { // owner: drive; exits at stopAt or when ctx is done
 			defer wg.Done()
 			w := &worker{id: i, client: spec.client, base: spec.base, token: spec.token}
+			if spec.idemKey {
+				// Unique per run, phase and worker; 16 or more characters.
+				w.idemPrefix = fmt.Sprintf("httpload-%x-%s-%d-", start.UnixNano(), spec.name, i)
+			}
 			res := &results[i]
 			for seq := 0; ; seq++ {
 				if ctx.Err() != nil || !spec.now().Before(stopAt) {

@@ -35,6 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.HalfDuration, "half-duration", cfg.HalfDuration, "webhook mode: durable deliveries at half the peak's rate for this long, for the events' lag; 0 skips it")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait for every event after the load (phase 2, webhook mode)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one HTTP request")
+	fs.BoolVar(&cfg.IdempotencyKey, "idempotency-key", false, "claim mode: every claim to the real target carries an Idempotency-Key, a new value each (what the header costs; run with and without)")
 	fs.BoolVar(&cfg.SkipBare, "skip-bare", false, "measure only the real (webhook mode: durable) target (profiling)")
 	fs.BoolVar(&cfg.APILog, "api-log", cfg.APILog, "the API logs JSON at info as serve does (into io.Discard)")
 	fs.BoolVar(&cfg.UnsafeNoSync, "unsafe-nosync", false, "open the real target's store without fdatasync: a ceiling with no durability, for comparison only")

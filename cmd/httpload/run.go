@@ -132,6 +132,7 @@ func measure(ctx context.Context, cfg Config, bare *httpServer, pg *pgxTarget, r
 		}
 		s := spec
 		s.name, s.base, s.token, s.client = TargetReal+suffix, rt.http.url, rt.token, realClient
+		s.idemKey = cfg.IdempotencyKey
 		log.Info("measuring", "target", TargetReal, "round", r, "conns", cfg.Conns, "warmup", s.warmup, "duration", s.duration)
 		st0, t0 := rt.stats(), cfg.Now()
 		realRes.add(drive(ctx, s))
