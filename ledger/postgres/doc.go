@@ -97,8 +97,8 @@
 // Idempotency-Key, gets the first send's answer.
 //
 // The one-statement claim's answer, when lost, is settled the same way:
-// its statement inserts the marker from the row's RETURNING (plainly, so a
-// read-back that took the marker first aborts it).
+// its call inserts the marker once the row is in (plainly, so a read-back
+// that took the marker first aborts it).
 //
 // The Idempotency-Key records (ledger.IdempotencyTx) are the idempotency
 // table, locked per key with an advisory lock as rows are;
