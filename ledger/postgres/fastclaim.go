@@ -264,9 +264,9 @@ func (t *specTx) arguments(marker string) ([]any, error) {
 		lockNS, lockIDs = append(lockNS, ns), append(lockIDs, lockID(name))
 	}
 	for _, k := range t.absentRecord {
-		lock(lockIdempotency, k[0]+"\x00"+k[1])
+		lock(lockIdempotency, pairName(k[0], k[1]))
 	}
-	lock(lockRow, t.row.Tenant+"\x00"+t.row.Key)
+	lock(lockRow, pairName(t.row.Tenant, t.row.Key))
 	if len(t.noOrphans) > 0 {
 		lock(lockLocalID, t.row.MetadataLocalID)
 	}

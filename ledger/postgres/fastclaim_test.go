@@ -322,7 +322,7 @@ func TestOneStatementWaitsForLockedReads(t *testing.T) {
 				return err
 			},
 			ctx:  func(ctx context.Context) context.Context { return ctx },
-			lock: func(c ledger.Claim) (int32, int32) { return lockRow, lockID(c.Row.Tenant + "\x00" + c.Row.Key) },
+			lock: func(c ledger.Claim) (int32, int32) { return lockRow, lockID(pairName(c.Row.Tenant, c.Row.Key)) },
 		},
 		{
 			name: "the Idempotency-Key record",
@@ -335,7 +335,7 @@ func TestOneStatementWaitsForLockedReads(t *testing.T) {
 				return err
 			},
 			ctx:  func(ctx context.Context) context.Context { return ledger.WithIdempotency(ctx, idem) },
-			lock: func(ledger.Claim) (int32, int32) { return lockIdempotency, lockID(idem.Scope + "\x00" + idem.KeyHash) },
+			lock: func(ledger.Claim) (int32, int32) { return lockIdempotency, lockID(pairName(idem.Scope, idem.KeyHash)) },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ func (t *pgTx) GetIdempotency(scope, keyHash string) (ledger.IdempotencyRecord, 
 	}
 	if t.write {
 		b := &pgx.Batch{}
-		queueLock(b, lockIdempotency, scope+"\x00"+keyHash)
+		queueLock(b, lockIdempotency, pairName(scope, keyHash))
 		b.Queue(q, scope, keyHash)
 		br := t.q.SendBatch(t.ctx, b)
 		if _, err := br.Exec(); err != nil {

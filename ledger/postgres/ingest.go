@@ -43,7 +43,7 @@ func (s *Store) Ingest(ctx context.Context, d ledger.Delivery) (ledger.IngestRes
 type prefetch struct {
 	d    ledger.Delivery
 	sent bool
-	// inbox holds the records read, by vendor \x00 event id; each is
+	// inbox holds the records read, by pairName(vendor, event id); each is
 	// answered once (a second read of one name goes to the server).
 	inbox map[string]inboxRead
 	// row is the row read under d.LocalID (nil: not read, or answered).
@@ -65,9 +65,6 @@ func newPrefetch(d ledger.Delivery) *prefetch { return &prefetch{d: d} }
 // readsRow reports whether the flow reads the row under the local id.
 func (p *prefetch) readsRow() bool { return p.d.LocalID != "" && !p.d.Ignore }
 
-// inboxName is the key of prefetch.inbox.
-func inboxName(vendor, eventID string) string { return vendor + "\x00" + eventID }
-
 // replayTokenID is ledger's name of a replay token's inbox record.
 func replayTokenID(token string) string { return "replay-token:" + token }
 
@@ -86,7 +83,7 @@ func (t *pgTx) loadPrefetch() error {
 	}
 	b := &pgx.Batch{}
 	for _, n := range names {
-		queueLock(b, lockInbox, n[0]+"\x00"+n[1])
+		queueLock(b, lockInbox, pairName(n[0], n[1]))
 		b.Queue(inboxSQL, n[0], n[1])
 	}
 	if p.readsRow() {
@@ -124,7 +121,7 @@ func (p *prefetch) read(br pgx.BatchResults, names [][2]string) error {
 		default:
 			r.rec = ledger.InboxRecord{FirstSeen: at.UTC(), Result: ledger.IngestOutcome(result)}
 		}
-		p.inbox[inboxName(n[0], n[1])] = r
+		p.inbox[pairName(n[0], n[1])] = r
 	}
 	if !p.readsRow() {
 		return nil
@@ -160,7 +157,7 @@ func (t *pgTx) prefetchedInbox(vendor, eventID string) (ledger.InboxRecord, bool
 			return ledger.InboxRecord{}, true, err
 		}
 	}
-	name := inboxName(vendor, eventID)
+	name := pairName(vendor, eventID)
 	r, ok := p.inbox[name]
 	if !ok {
 		return ledger.InboxRecord{}, false, nil

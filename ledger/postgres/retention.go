@@ -68,7 +68,7 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time, rows []ledg
 	}
 	sorted := slices.Clone(rows)
 	slices.SortFunc(sorted, func(a, b ledger.Row) int {
-		return strings.Compare(a.Tenant+"\x00"+a.Key, b.Tenant+"\x00"+b.Key)
+		return strings.Compare(pairName(a.Tenant, a.Key), pairName(b.Tenant, b.Key))
 	})
 	var n int
 	err := s.run(ctx, true, func(tx *pgTx) error {
@@ -78,7 +78,7 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time, rows []ledg
 			if !ledger.Expired(r, cutoff) {
 				continue
 			}
-			queueLock(b, lockRow, r.Tenant+"\x00"+r.Key)
+			queueLock(b, lockRow, pairName(r.Tenant, r.Key))
 			b.Queue(`WITH d AS (
 					DELETE FROM rows r WHERE tenant = $1 AND key = $2 AND status = $3
 						AND doc->'row'->'updated_at' = to_jsonb($4::text)

@@ -140,6 +140,12 @@ func (t *pgTx) flush() error {
 
 var _ ledger.Tx = (*pgTx)(nil)
 
+// pairName is the name of a lock on a pair (tenant and key, vendor and
+// event id, scope and Idempotency-Key hash): every flow that takes the lock
+// must spell it alike, the one-statement claim's included, or two of them
+// would not exclude each other.
+func pairName(a, b string) string { return a + "\x00" + b }
+
 // queueLock queues the transaction-scoped advisory lock on name in
 // namespace ns (one of the lock* constants) into b.
 func queueLock(b *pgx.Batch, ns int32, name string) {
@@ -271,7 +277,7 @@ func (t *pgTx) oneRow(op, sql string, args ...any) (ledger.Row, error) {
 
 // GetRow implements ledger.Tx.
 func (t *pgTx) GetRow(tenant, key string) (ledger.Row, error) {
-	return t.lockedRow("get row", lockRow, tenant+"\x00"+key, `SELECT doc FROM rows WHERE tenant = $1 AND key = $2`, tenant, key)
+	return t.lockedRow("get row", lockRow, pairName(tenant, key), `SELECT doc FROM rows WHERE tenant = $1 AND key = $2`, tenant, key)
 }
 
 // RowByApproval implements ledger.Tx: the approval id names the row, which
@@ -412,7 +418,7 @@ func (t *pgTx) GetInbox(vendor, eventID string) (ledger.InboxRecord, error) {
 	}
 	if t.write {
 		b := &pgx.Batch{}
-		queueLock(b, lockInbox, vendor+"\x00"+eventID)
+		queueLock(b, lockInbox, pairName(vendor, eventID))
 		b.Queue(q, vendor, eventID)
 		br := t.q.SendBatch(t.ctx, b)
 		if _, err := br.Exec(); err != nil {
