@@ -66,6 +66,17 @@ func TestRowJSONAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// rowJSONFields are the members AppendRowJSON writes, in its order: a
+// field added to Row without a writer there fails the test below.
+var rowJSONFields = []string{
+	"tenant", "key", "intent_fingerprint", "metadata_local_id", "run_id", "tool", "tool_call_id",
+	"vendor", "tool_class", "status", "attempt", "vendor_key", "upstream_receipt_id",
+	"idempotent_replayed", "vendor_should_retry", "last_http_status", "result",
+	"first_seen_at", "updated_at", "succeeded_at", "paged_at", "pending_until",
+	"replay_window_until", "next_check_at", "compensation_of", "compensation_action",
+	"request", "expect", "resolution", "autonomy", "approval", "alerts", "traceparent",
+}
+
 // A field added to Row must be added to AppendRowJSON too.
 func TestRowJSONKnowsEveryRowField(t *testing.T) {
 	var names []string
